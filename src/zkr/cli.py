@@ -1,0 +1,201 @@
+"""The ``zkr`` command line: grammar, framing and a dispatch table (spec/cli.md).
+
+``zkr --db PATH COMMAND`` opens (creating and migrating) PATH, reads one JSON request of at most
+1 MiB from stdin, runs the command through :class:`zkr.MemoryDb` and prints one compact JSON
+value with sorted keys. Any failure prints ``{"error": MESSAGE}`` on stderr and exits 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from zkr import model
+from zkr.codec import cli_dumps, parse_json
+from zkr.errors import RequestError, ZkrError
+from zkr.memory import MemoryDb
+
+REQUEST_LIMIT = 1_048_576
+USAGE = "usage: zkr --db PATH COMMAND (use --help)"
+
+Handler = Callable[[MemoryDb, Any], Any]
+
+
+def _items(values: list[Any]) -> list[Any]:
+    return [value.to_json() for value in values]
+
+
+# command -> (purpose, handler taking the decoded JSON request and returning a JSON value)
+COMMANDS: dict[str, tuple[str, Handler]] = {
+    "remember": (
+        "store a source and its evidence, optionally with a typed claim and a transcript locator",
+        lambda db, r: db.remember(model.RememberRequest.from_json(r)).to_json(),
+    ),
+    "locator": (
+        "read the transcript locator of live evidence (null when there is none)",
+        lambda db, r: (
+            None if (loc := db.locator(model.LocatorRequest.from_json(r))) is None
+            else loc.to_json()
+        ),
+    ),
+    "search": (
+        "bounded, cited retrieval pack for a query (lexical, optionally hybrid or as_of)",
+        lambda db, r: db.search(model.SearchRequest.from_json(r)).to_json(),
+    ),
+    "get": (
+        "read one live cited memory (source, evidence or claim) by target",
+        lambda db, r: db.get(model.GetRequest.from_json(r)).to_json(),
+    ),
+    "correct": (
+        "supersede an accepted claim with new correction evidence",
+        lambda db, r: db.correct(model.CorrectRequest.from_json(r)).to_json(),
+    ),
+    "promote": (
+        "move a processed short_term claim to long_term",
+        lambda db, r: {"claim_id": db.promote(model.ClaimTierRequest.from_json(r))},
+    ),
+    "archive": (
+        "move a processed claim to the archive tier, out of live retrieval",
+        lambda db, r: {"claim_id": db.archive(model.ClaimTierRequest.from_json(r))},
+    ),
+    "link": (
+        "attach supporting or contradicting evidence to a claim",
+        lambda db, r: (db.link(model.LinkRequest.from_json(r)), {"ok": True})[1],
+    ),
+    "delete": (
+        "tombstone a source and retract what it alone supported",
+        lambda db, r: db.delete(model.DeleteRequest.from_json(r)).to_json(),
+    ),
+    "repair": (
+        "drain a bounded batch of the projection-repair outbox",
+        lambda db, r: {"processed": db.repair(model.LimitRequest.from_json(r))},
+    ),
+    "profile": (
+        "project a live profile_fact claim into the current profile",
+        lambda db, r: db.profile(model.ProfileRequest.from_json(r)).to_json(),
+    ),
+    "profiles": (
+        "list bounded live profile entries, newest first",
+        lambda db, r: _items(db.profiles(model.LimitRequest.from_json(r))),
+    ),
+    "review": (
+        "store a cited daily review",
+        lambda db, r: {"id": db.review(model.ReviewRequest.from_json(r))},
+    ),
+    "reviews": (
+        "list bounded daily reviews",
+        lambda db, r: _items(db.reviews(model.LimitRequest.from_json(r))),
+    ),
+    "projections": (
+        "list bounded missing or stale embedding inputs for a model/version",
+        lambda db, r: db.projections(model.ProjectionsRequest.from_json(r)),
+    ),
+    "embed": (
+        "store a caller-computed embedding of a source, evidence or claim",
+        lambda db, r: db.embed(model.EmbedRequest.from_json(r)),
+    ),
+    "export": (
+        "read one page of the scoped authoritative commit feed",
+        lambda db, r: db.export(model.ExportRequest.from_json(r)),
+    ),
+    "apply": (
+        "materialize complete commits exported by another zkr database",
+        lambda db, r: db.apply(model.ApplyRequest.from_json(r)),
+    ),
+}
+
+
+def help_text() -> str:
+    lines = [
+        "zkr --db PATH COMMAND",
+        "",
+        "Each command reads one JSON object (at most 1 MiB) from stdin and writes one JSON value",
+        "to stdout; errors are {\"error\": MESSAGE} on stderr with exit status 1.",
+        "",
+        "Commands:",
+    ]
+    for name, (purpose, _) in COMMANDS.items():
+        lines.append(f"  {name:<13}{purpose}")
+    lines.append(f"  {'help':<13}show this help")
+    return "\n".join(lines) + "\n"
+
+
+def _rust_debug(name: str) -> str:
+    """``format!("{:?}", name)``: the quoted, escaped form used in ``unknown command``."""
+    out = ['"']
+    for ch in name:
+        code = ord(ch)
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\u{{{code:x}}}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def read_request(stream: BinaryIO) -> Any:
+    """Read stdin up to the 1 MiB limit and decode exactly one JSON value (spec/cli.md §4)."""
+    data = stream.read(REQUEST_LIMIT + 1)
+    if len(data) > REQUEST_LIMIT:
+        raise RequestError(f"request exceeds {REQUEST_LIMIT} bytes")
+    return parse_json(data)
+
+
+def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
+    """Run one invocation; returns the exit status. Never raises for bad input."""
+    if not argv or (len(argv) == 1 and argv[0] in ("help", "--help", "-h")):
+        stdout.write(help_text())
+        return 0
+    if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
+        stdout.write(help_text())
+        return 0
+    if len(argv) != 3 or argv[0] != "--db":
+        stderr.write(cli_dumps({"error": USAGE}) + "\n")
+        return 1
+    path, command = argv[1], argv[2]
+    try:
+        database = MemoryDb.open(path)
+        try:
+            entry = COMMANDS.get(command)
+            if entry is None:
+                raise RequestError(f"unknown command {_rust_debug(command)}")
+            request = read_request(stdin)
+            result = entry[1](database, request)
+        finally:
+            database.close()
+    except ZkrError as exc:
+        stderr.write(cli_dumps({"error": exc.message}) + "\n")
+        return 1
+    except RecursionError:
+        stderr.write(cli_dumps({"error": "request nesting is too deep"}) + "\n")
+        return 1
+    stdout.write(cli_dumps(result) + "\n")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point (``zkr`` and ``python -m zkr``)."""
+    args = sys.argv[1:] if argv is None else argv
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(encoding="utf-8")
+    try:
+        return run(args, sys.stdin.buffer, sys.stdout, sys.stderr)
+    except KeyboardInterrupt:
+        sys.stderr.write(cli_dumps({"error": "interrupted"}) + "\n")
+        return 1
+    except Exception as exc:  # last resort: the contract forbids tracebacks
+        sys.stderr.write(cli_dumps({"error": f"internal error: {type(exc).__name__}: {exc}"}) + "\n")
+        return 1

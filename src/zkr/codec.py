@@ -1,0 +1,299 @@
+"""Strict JSON decoding and the two JSON encodings zkr writes.
+
+* :func:`parse_json` turns request bytes into Python values with the reference's strictness
+  (spec/cli.md §4): invalid UTF-8, a UTF-8 BOM, ``NaN``/``Infinity``, raw control characters,
+  lone surrogate escapes, duplicate keys and trailing data are all rejected. A number written
+  with a fraction or an exponent (and the literal ``-0``) stays a ``float`` so integer fields
+  can reject it.
+* :class:`Fields` reads typed fields out of a decoded object and raises
+  :class:`~zkr.errors.RequestError` with serde-shaped messages (``missing field `x```,
+  ``invalid type: …``, ``invalid value: integer `-1`, expected u32``, ``unknown variant …``).
+* :func:`canonical` is the field-order compact form behind stored feed payloads and payload
+  hashes (spec/sync.md §1.4); :func:`cli_dumps` is the sorted-keys form the CLI prints
+  (spec/cli.md §6). Never hash the CLI form.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from enum import Enum
+from typing import Any, TypeVar
+
+from zkr.errors import RequestError
+
+I64_MIN = -(2**63)
+I64_MAX = 2**63 - 1
+U16_MAX = 2**16 - 1
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+
+E = TypeVar("E", bound=Enum)
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _reject_constant(name: str) -> Any:
+    raise RequestError(f"invalid number `{name}`: NaN and Infinity are not JSON")
+
+
+def _parse_int(text: str) -> int | float:
+    # serde treats `-0` as a float; keep it a float so integer fields reject it.
+    if text == "-0":
+        return -0.0
+    return int(text)
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise RequestError(f"duplicate field `{key}`")
+        out[key] = value
+    return out
+
+
+def _check_surrogates(value: Any) -> None:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if _has_lone_surrogate(item):
+                raise RequestError("lone leading or trailing surrogate in string escape")
+        elif isinstance(item, dict):
+            for key, sub in item.items():
+                if _has_lone_surrogate(key):
+                    raise RequestError("lone leading or trailing surrogate in string escape")
+                stack.append(sub)
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    # json.loads joins valid \uD83D\uDE00 pairs into one code point, so any remaining
+    # code point in U+D800..U+DFFF came from a lone escape.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_no_duplicates,
+    parse_constant=_reject_constant,
+    parse_int=_parse_int,
+    strict=True,
+)
+
+
+def parse_json(data: bytes | str) -> Any:
+    """Decode exactly one JSON value (optionally surrounded by whitespace).
+
+    Raises :class:`RequestError` for anything serde_json would refuse (spec/cli.md §4).
+    """
+    if isinstance(data, bytes):
+        if data.startswith(b"\xef\xbb\xbf"):
+            raise RequestError("expected value at line 1 column 1 (a UTF-8 BOM is not JSON)")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RequestError(f"invalid UTF-8 in request at byte {exc.start}") from None
+    else:
+        text = data
+        if text.startswith("\ufeff"):
+            raise RequestError("expected value at line 1 column 1 (a BOM is not JSON)")
+    stripped_start = len(text) - len(text.lstrip(" \t\n\r"))
+    if stripped_start == len(text):
+        raise RequestError("EOF while parsing a value at line 1 column 0")
+    try:
+        value, end = _DECODER.raw_decode(text, stripped_start)
+    except json.JSONDecodeError as exc:
+        raise RequestError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise RequestError("recursion limit exceeded") from None
+    rest = text[end:]
+    if rest.strip(" \t\n\r"):
+        offset = end + (len(rest) - len(rest.lstrip(" \t\n\r")))
+        line = text.count("\n", 0, offset) + 1
+        column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+        raise RequestError(f"trailing characters at line {line} column {column}")
+    _check_surrogates(value)
+    return value
+
+
+def _describe(value: Any) -> str:
+    """serde-style description of an unexpected JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{'true' if value else 'false'}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"floating point `{value!r}`"
+    if isinstance(value, str):
+        return f"string {json.dumps(value, ensure_ascii=False)}"
+    if isinstance(value, list):
+        return "sequence"
+    return "map"
+
+
+class Fields:
+    """Typed access to the fields of one decoded JSON object.
+
+    ``what`` names the expected struct in type errors (``struct RememberRequest``). Unknown keys
+    are ignored unless :meth:`deny_unknown` is called (only ``profile`` does, spec/cli.md §5).
+    """
+
+    def __init__(self, value: Any, what: str) -> None:
+        if not isinstance(value, dict):
+            raise RequestError(f"invalid type: {_describe(value)}, expected {what}")
+        self.data: dict[str, Any] = value
+        self.what = what
+
+    def deny_unknown(self, allowed: Iterable[str]) -> None:
+        names = list(allowed)
+        for key in self.data:
+            if key not in names:
+                expected = ", ".join(f"`{n}`" for n in names)
+                raise RequestError(f"unknown field `{key}`, expected one of {expected}")
+
+    def required(self, name: str) -> Any:
+        """The raw value of a required field; ``missing field `name``` when absent."""
+        if name not in self.data:
+            raise RequestError(f"missing field `{name}`")
+        return self.data[name]
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    # -- strings
+    def string(self, name: str) -> str:
+        return expect_str(self.required(name))
+
+    def opt_string(self, name: str) -> str | None:
+        value = self.data.get(name)
+        return None if value is None else expect_str(value)
+
+    # -- integers
+    def i64(self, name: str) -> int:
+        return expect_int(self.required(name), I64_MIN, I64_MAX, "i64")
+
+    def opt_i64(self, name: str) -> int | None:
+        value = self.data.get(name)
+        return None if value is None else expect_int(value, I64_MIN, I64_MAX, "i64")
+
+    def i64_default(self, name: str, default: int) -> int:
+        if name not in self.data:
+            return default
+        return expect_int(self.data[name], I64_MIN, I64_MAX, "i64")
+
+    def u16(self, name: str) -> int:
+        return expect_int(self.required(name), 0, U16_MAX, "u16")
+
+    def u32(self, name: str) -> int:
+        return expect_int(self.required(name), 0, U32_MAX, "u32")
+
+    def u32_default(self, name: str, default: int) -> int:
+        if name not in self.data:
+            return default
+        return expect_int(self.data[name], 0, U32_MAX, "u32")
+
+    def u64(self, name: str) -> int:
+        return expect_int(self.required(name), 0, U64_MAX, "u64")
+
+    # -- enums, objects, arrays
+    def enum(self, name: str, kind: type[E]) -> E:
+        return expect_enum(self.required(name), kind)
+
+    def enum_default(self, name: str, kind: type[E], default: E) -> E:
+        if name not in self.data:
+            return default
+        return expect_enum(self.data[name], kind)
+
+    def obj(self, name: str, what: str) -> Fields:
+        return Fields(self.required(name), what)
+
+    def opt_obj(self, name: str, what: str) -> Fields | None:
+        value = self.data.get(name)
+        return None if value is None else Fields(value, what)
+
+    def str_list(self, name: str) -> list[str]:
+        value = self.required(name)
+        if not isinstance(value, list):
+            raise RequestError(f"invalid type: {_describe(value)}, expected a sequence")
+        return [expect_str(item) for item in value]
+
+    def list_default(self, name: str) -> list[Any]:
+        if name not in self.data:
+            return []
+        value = self.data[name]
+        if not isinstance(value, list):
+            raise RequestError(f"invalid type: {_describe(value)}, expected a sequence")
+        return value
+
+    def number_list(self, name: str) -> list[float]:
+        value = self.required(name)
+        if not isinstance(value, list):
+            raise RequestError(f"invalid type: {_describe(value)}, expected a sequence")
+        out: list[float] = []
+        for item in value:
+            if isinstance(item, bool) or not isinstance(item, int | float):
+                raise RequestError(f"invalid type: {_describe(item)}, expected f32")
+            out.append(float(item))
+        return out
+
+
+def expect_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise RequestError(f"invalid type: {_describe(value)}, expected a string")
+    return value
+
+
+def expect_int(value: Any, low: int, high: int, type_name: str) -> int:
+    """An integer literal in ``low..=high``; floats, booleans and strings are type errors."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RequestError(f"invalid type: {_describe(value)}, expected {type_name}")
+    if value < low or value > high:
+        raise RequestError(f"invalid value: integer `{value}`, expected {type_name}")
+    return value
+
+
+def expect_enum(value: Any, kind: type[E]) -> E:
+    if not isinstance(value, str):
+        raise RequestError(f"invalid type: {_describe(value)}, expected enum {kind.__name__}")
+    try:
+        return kind(value)
+    except ValueError:
+        names = ", ".join(f"`{m.value}`" for m in kind)
+        raise RequestError(f"unknown variant `{value}`, expected one of {names}") from None
+
+
+def enum_parser(kind: type[E]) -> Callable[[Any], E]:
+    return lambda value: expect_enum(value, kind)
+
+
+# --------------------------------------------------------------------------- encoding
+
+
+def canonical(value: Any) -> str:
+    """Field-order compact JSON (spec/sync.md §1.4): the bytes of stored payloads and hashes.
+
+    ``value`` must be built from dicts in declared key order; ``sort_keys`` is never used.
+    """
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def cli_dumps(value: Any) -> str:
+    """The CLI's stdout form: compact, keys sorted at every level, raw UTF-8 (spec/cli.md §6)."""
+    return json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
+    )
+
+
+def sha256_tagged(text: str) -> str:
+    """``sha256:`` + 64 lowercase hex digits of the UTF-8 bytes of ``text``."""
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,0 +1,138 @@
+"""The library API: :class:`MemoryDb`, one method per CLI command.
+
+``MemoryDb.open(path)`` opens (and creates/migrates) a zkr database; each method takes the typed
+request of :mod:`zkr.model` and returns a typed result or plain JSON-ready value. Failures raise
+:class:`zkr.errors.ZkrError` whose message is the CLI's error text. Every mutation runs in one
+``BEGIN IMMEDIATE`` transaction inside the store module that implements it.
+
+The CLI (:mod:`zkr.cli`) is framing over this class; plugins and benchmarks call it in-process.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from zkr import model
+from zkr.store import db
+
+
+class MemoryDb:
+    """An open zkr database file (schema version 10).
+
+    Not thread-safe: use one ``MemoryDb`` per thread. Several processes may share one file
+    (WAL mode, 5 s busy timeout).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
+        self.conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str) -> MemoryDb:
+        """Open ``path``, creating and migrating it to schema version 10 (spec/storage.md §1)."""
+        return cls(db.connect(path), path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> MemoryDb:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- write path (spec/lifecycle.md §3.1-3.2)
+    def remember(self, req: model.RememberRequest) -> model.RememberResult:
+        from zkr.store import write
+
+        return write.remember(self.conn, req)
+
+    def locator(self, req: model.LocatorRequest) -> model.Locator | None:
+        from zkr.store import write
+
+        return write.locator(self.conn, req)
+
+    # -- retrieval (spec/retrieval.md)
+    def search(self, req: model.SearchRequest) -> model.RetrievalPack:
+        from zkr.store import retrieval
+
+        return retrieval.search(self.conn, req)
+
+    def get(self, req: model.GetRequest) -> model.RetrievalItem:
+        from zkr.store import retrieval
+
+        return retrieval.get(self.conn, req)
+
+    # -- lifecycle (spec/lifecycle.md §3.3-3.11)
+    def correct(self, req: model.CorrectRequest) -> model.CorrectResult:
+        from zkr.store import lifecycle
+
+        return lifecycle.correct(self.conn, req)
+
+    def link(self, req: model.LinkRequest) -> None:
+        from zkr.store import lifecycle
+
+        lifecycle.link(self.conn, req)
+
+    def promote(self, req: model.ClaimTierRequest) -> str:
+        from zkr.store import lifecycle
+
+        return lifecycle.promote(self.conn, req)
+
+    def archive(self, req: model.ClaimTierRequest) -> str:
+        from zkr.store import lifecycle
+
+        return lifecycle.archive(self.conn, req)
+
+    def delete(self, req: model.DeleteRequest) -> model.DeleteResult:
+        from zkr.store import lifecycle
+
+        return lifecycle.delete(self.conn, req)
+
+    def profile(self, req: model.ProfileRequest) -> model.ProfileEntry:
+        from zkr.store import profiles
+
+        return profiles.profile(self.conn, req)
+
+    def profiles(self, req: model.LimitRequest) -> list[model.ProfileEntry]:
+        from zkr.store import profiles
+
+        return profiles.profiles(self.conn, req)
+
+    def review(self, req: model.ReviewRequest) -> str:
+        from zkr.store import profiles
+
+        return profiles.review(self.conn, req)
+
+    def reviews(self, req: model.LimitRequest) -> list[model.DailyReview]:
+        from zkr.store import profiles
+
+        return profiles.reviews(self.conn, req)
+
+    def repair(self, req: model.LimitRequest) -> int:
+        from zkr.store import repair
+
+        return repair.repair(self.conn, req)
+
+    # -- embeddings (spec/retrieval.md §9-11)
+    def projections(self, req: model.ProjectionsRequest) -> list[dict[str, Any]]:
+        from zkr.store import embeddings
+
+        return embeddings.projections(self.conn, req)
+
+    def embed(self, req: model.EmbedRequest) -> dict[str, Any]:
+        from zkr.store import embeddings
+
+        return embeddings.embed(self.conn, req)
+
+    # -- sync (spec/sync.md)
+    def export(self, req: model.ExportRequest) -> dict[str, Any]:
+        from zkr.store import feed
+
+        return feed.export(self.conn, req)
+
+    def apply(self, req: model.ApplyRequest) -> dict[str, int]:
+        from zkr.store import apply
+
+        return apply.apply(self.conn, req)

@@ -1,0 +1,122 @@
+"""Opening a zkr SQLite file and running transactions on it.
+
+Opening (spec/cli.md §3, spec/storage.md §1): the path goes to SQLite as given; foreign keys
+are switched on outside any transaction; FTS5 must be available; the file is migrated to schema
+version 10 in one ``BEGIN IMMEDIATE`` transaction (a refused or failed upgrade leaves it
+byte-for-byte untouched). Only after that does zkr switch the file to WAL so an agent, its
+plugin's queue worker and a sync job can share it (the reference opens WAL files normally).
+Every connection waits up to 5 s for a lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from zkr.errors import StorageError, ZkrError
+
+BUSY_TIMEOUT_S = 5.0
+
+
+def _check_fts5(conn: sqlite3.Connection) -> None:
+    """Fail clearly when this SQLite build lacks FTS5 (spec/storage.md §1 required features)."""
+    row = conn.execute("SELECT sqlite_compileoption_used('ENABLE_FTS5')").fetchone()
+    if row and row[0]:
+        return
+    try:
+        conn.execute("CREATE VIRTUAL TABLE temp.zkr_fts5_probe USING fts5(x)")
+        conn.execute("DROP TABLE temp.zkr_fts5_probe")
+    except sqlite3.Error:
+        raise StorageError(
+            f"this SQLite build ({sqlite3.sqlite_version}) lacks the FTS5 extension that zkr "
+            "needs for search; install a Python whose sqlite3 module has FTS5"
+        ) from None
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """Open ``path`` (created if missing), migrate it to v10 and enable WAL.
+
+    Raises :class:`~zkr.errors.ZkrError` subclasses: ``unable to open database file: PATH``,
+    ``file is not a database``, ``database schema version N is newer than supported version
+    10``, migration failures (spec/storage.md §4.5).
+    """
+    from zkr.store import migrations
+
+    try:
+        conn = sqlite3.connect(
+            path,
+            timeout=BUSY_TIMEOUT_S,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=path.startswith("file:"),
+        )
+    except sqlite3.Error as exc:
+        raise StorageError(f"{exc}: {path}") from None
+    try:
+        conn.execute("PRAGMA foreign_keys = ON")
+        _check_fts5(conn)
+        migrations.migrate(conn)
+        _enable_wal(conn)
+    except ZkrError:
+        conn.close()
+        raise
+    except sqlite3.Error as exc:
+        conn.close()
+        message = str(exc)
+        if message == "unable to open database file":
+            message = f"{message}: {path}"
+        raise StorageError(message) from None
+    return conn
+
+
+def _enable_wal(conn: sqlite3.Connection) -> None:
+    row = conn.execute("PRAGMA journal_mode").fetchone()
+    if row and str(row[0]).lower() in ("wal", "memory"):
+        return
+    conn.execute("PRAGMA journal_mode = WAL")
+
+
+@contextmanager
+def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error.
+
+    SQLite errors become :class:`StorageError` carrying SQLite's own message (trigger
+    ``RAISE(ABORT, …)`` texts such as ``illegal memory state combination``).
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from None
+    try:
+        yield conn
+    except BaseException as exc:
+        conn.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            raise StorageError(str(exc)) from None
+        raise
+    else:
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            conn.execute("ROLLBACK")
+            raise StorageError(str(exc)) from None
+
+
+@contextmanager
+def read_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A deferred read transaction, so multi-query reads see one snapshot."""
+    try:
+        conn.execute("BEGIN")
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from None
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        conn.execute("ROLLBACK")
+        raise StorageError(str(exc)) from None
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    else:
+        conn.execute("COMMIT")
