@@ -42,6 +42,7 @@ def connect(path: str) -> sqlite3.Connection:
     10``, migration failures (spec/storage.md §4.5).
     """
     from zkr.store import migrations
+    from zkr.store.indexes import ensure_extra_indexes
 
     try:
         conn = sqlite3.connect(
@@ -58,6 +59,7 @@ def connect(path: str) -> sqlite3.Connection:
         _check_fts5(conn)
         migrations.migrate(conn)
         _enable_wal(conn)
+        ensure_extra_indexes(conn)
     except ZkrError:
         conn.close()
         raise

@@ -1,0 +1,134 @@
+"""The main job end to end: store a conversation, search it, correct a fact, delete a source.
+
+    python examples/demo.py [DB_PATH]
+
+Reads examples/conversation.json, stores every turn as a source (with its claim and, for the
+voice note, its transcript locator), prints cited retrieval packs for a few questions, corrects
+Maya's employer by supersession, shows the bitemporal view before the correction, deletes one
+source and shows that what it alone supported is gone. Without DB_PATH a fresh database is made
+in a temporary directory.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from zkr import MemoryDb
+from zkr.model import (
+    AsOf,
+    ClaimInput,
+    ClaimKind,
+    CorrectRequest,
+    DeleteRequest,
+    Locator,
+    LocatorRequest,
+    ProfileRequest,
+    RememberRequest,
+    RetrievalPack,
+    SearchRequest,
+    SourceKind,
+    Stability,
+)
+
+HERE = Path(__file__).resolve().parent
+RECORD_DELAY = 5  # seconds between capture and recording, to keep the clocks visibly distinct
+
+
+def show(title: str, pack: RetrievalPack) -> None:
+    print(f"\n? {title}")
+    if not pack.items:
+        print(f"  (gaps: {', '.join(pack.gaps)})")
+    for item in pack.items:
+        cite = ", ".join(item.evidence_ids)
+        print(
+            f"  [{item.relevance_basis_points:>5} bp] {item.memory.kind.value:<8} "
+            f"{item.excerpt}\n{'':>11}cites evidence {cite}"
+        )
+
+
+def main(argv: list[str]) -> int:
+    data: dict[str, Any] = json.loads((HERE / "conversation.json").read_text(encoding="utf-8"))
+    if len(argv) > 1:
+        path = argv[1]
+    else:
+        path = str(Path(tempfile.mkdtemp(prefix="zkr-demo-")) / "memory.db")
+    tenant, person = data["tenant_id"], data["person_id"]
+    print(f"zkr demo database: {path}")
+
+    with MemoryDb.open(path) as db:
+        stored: dict[str, Any] = {}
+        for turn in data["turns"]:
+            claim = turn.get("claim")
+            locator = turn.get("locator")
+            result = db.remember(
+                RememberRequest(
+                    tenant_id=tenant,
+                    person_id=person,
+                    kind=SourceKind(turn["kind"]),
+                    text=turn["text"],
+                    captured_at=turn["captured_at"],
+                    recorded_at=turn["captured_at"] + RECORD_DELAY,
+                    ingestion_key=turn["id"],
+                    claim=None
+                    if claim is None
+                    else ClaimInput(
+                        subject=claim["subject"],
+                        predicate=claim["predicate"],
+                        value=claim["value"],
+                        kind=ClaimKind(claim["kind"]),
+                        valid_from=turn["captured_at"],
+                    ),
+                    locator=None if locator is None else Locator(**locator),
+                )
+            )
+            stored[turn["id"]] = (turn, result)
+        print(f"stored {len(stored)} turns as sources with evidence; claims: "
+              f"{sum(1 for _, r in stored.values() if r.claim_id)}")
+
+        first_turn, first = stored["turn-1"]
+        entry = db.profile(
+            ProfileRequest(tenant, person, Stability.CURRENT, first.claim_id,
+                           first_turn["captured_at"] + RECORD_DELAY)
+        )
+        print(f"profile: {entry.key} = {entry.value}")
+
+        for query in data["queries"]:
+            show(query, db.search(SearchRequest(tenant, person, query, limit=3)))
+
+        voice_turn, voice = stored["turn-4"]
+        loc = db.locator(LocatorRequest(tenant, person, voice.evidence_id))
+        if loc is not None:
+            print(f"\nvoice note evidence {voice.evidence_id} comes from {loc.device_id} via "
+                  f"{loc.provider}, {loc.start_ms}-{loc.end_ms} ms of {loc.segment_id}")
+
+        fix = data["correction"]
+        corrected = db.correct(
+            CorrectRequest(tenant, person, first.claim_id, fix["text"], fix["value"],
+                           valid_at=fix["captured_at"],
+                           recorded_at=fix["captured_at"] + RECORD_DELAY)
+        )
+        print(f"\ncorrected claim {corrected.superseded_claim_id} -> {corrected.claim_id} "
+              f"(evidence {corrected.evidence_id})")
+        show("where does Maya work? (now)",
+             db.search(SearchRequest(tenant, person, "Maya employer Northwind", limit=3)))
+        before = AsOf(valid_at=fix["captured_at"] - 1, recorded_at=fix["captured_at"])
+        show("where does Maya work? (as of before the correction)",
+             db.search(SearchRequest(tenant, person, "Maya employer Northwind", limit=3,
+                                     as_of=before)))
+
+        ana_turn, ana = stored["turn-6"]
+        deleted = db.delete(DeleteRequest(tenant, person, ana.source_id,
+                                          fix["captured_at"] + 60))
+        print(f"\ndeleted source {deleted.source_id}: {deleted.evidence_count} evidence "
+              f"tombstoned, {deleted.claim_count} claim retracted")
+        show("what is Ana allergic to (after deleting that turn)",
+             db.search(SearchRequest(tenant, person, "what is Ana allergic to", limit=3)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))

@@ -1,0 +1,55 @@
+"""Indexes zkr adds beyond the reference's layout, for speed only.
+
+spec/README.md allows extra indexes: the reference opens such files unchanged and they change no
+stored data. They are created at open when missing (a reference-written v10 file gains them once;
+a file written by this zkr already has them, so reopening it writes nothing). Each names the
+query it serves.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+EXTRA_INDEXES: dict[str, tuple[str, str]] = {
+    # search/delete/materialise join claim links by evidence id; the reference's primary key
+    # (tenant, person, claim, evidence) cannot serve that (spec/README.md, "Extra indexes").
+    "zkr_claim_evidence_by_evidence": (
+        "claim_evidence",
+        "CREATE INDEX IF NOT EXISTS zkr_claim_evidence_by_evidence"
+        " ON claim_evidence (evidence_id, relation)"
+    ),
+    # the dense lane and projections read one (scope, model, version) lane at a time.
+    "zkr_embeddings_lane": (
+        "embeddings",
+        "CREATE INDEX IF NOT EXISTS zkr_embeddings_lane"
+        " ON embeddings (tenant_id, person_id, model, version)"
+    ),
+    # correct/delete remove the profile entries backed by given claims.
+    "zkr_profile_entries_by_claim": (
+        "profile_entries",
+        "CREATE INDEX IF NOT EXISTS zkr_profile_entries_by_claim ON profile_entries (claim_id)"
+    ),
+}
+
+
+def ensure_extra_indexes(conn: sqlite3.Connection) -> None:
+    """Create any missing extra index in one transaction (no write when all exist).
+
+    Tables missing from odd legacy files are skipped rather than failing the open.
+    """
+    present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    missing = [
+        sql
+        for name, (table, sql) in EXTRA_INDEXES.items()
+        if name not in present and table in present
+    ]
+    if not missing:
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for sql in missing:
+            conn.execute(sql)
+    except sqlite3.Error:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")

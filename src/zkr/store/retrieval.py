@@ -1,0 +1,153 @@
+"""``search`` and ``get``: bounded, cited retrieval packs (spec/retrieval.md §2, §6-8).
+
+A search runs the lexical lane (live or ``as_of``), then — only with a ``query_embedding`` and
+no ``as_of`` — the dense lane, fuses both with reciprocal-rank fusion (k = 60, scaled to basis
+points) and materialises at most ``limit`` cited items. Every item cites exactly one live
+evidence id; ``gaps`` is ``["no cited memory matched"]`` exactly when there are no items.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from zkr.errors import NotFound
+from zkr.model import (
+    NO_MATCH_GAP,
+    AsOf,
+    GetRequest,
+    RetrievalItem,
+    RetrievalPack,
+    SearchRequest,
+    Target,
+    TargetKind,
+)
+from zkr.store.db import read_tx
+from zkr.store.lexical import LIVE_CLAIM, SUPPORTS, VISIBLE_CLAIM, lexical_ranking
+from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
+
+FULL_RELEVANCE = 10_000
+RRF_SCALE = 1_000_000
+RRF_OFFSET = 61  # k = 60 with 1-based ranks; ranks here are 0-based
+
+
+def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
+    """Run one search (read-only). Raises ``InvalidInput`` for blank scope/query or a bad
+    query embedding, ``NotFound`` if a ranked target cannot be materialised."""
+    require_scope(req.tenant_id, req.person_id)
+    require_text(req.query, "query")
+    limit = bounded_limit(req.limit)
+    with read_tx(conn):
+        lanes = [
+            lexical_ranking(
+                conn, req.tenant_id, req.person_id, req.query, 4 * limit, req.as_of
+            )
+        ]
+        if req.query_embedding is not None and req.as_of is None:
+            from zkr.store import embeddings
+
+            lanes.append(
+                embeddings.dense_ranking(conn, req.tenant_id, req.person_id, req.query_embedding)
+            )
+        fused = fuse(lanes, limit)
+        items = [
+            materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
+            for target, points in fused
+        ]
+    return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
+
+
+def fuse(lanes: list[list[Target]], limit: int) -> list[tuple[Target, int]]:
+    """Reciprocal-rank fusion (spec/retrieval.md §6).
+
+    ``fused = Σ floor(1e6 / (61 + rank))`` over the lanes holding the target; relevance is
+    ``floor(fused * 10000 / max fused)``; ordered by relevance descending, then target order;
+    at most ``limit`` targets.
+    """
+    scores: dict[Target, int] = {}
+    for lane in lanes:
+        for rank, target in enumerate(lane):
+            scores[target] = scores.get(target, 0) + RRF_SCALE // (RRF_OFFSET + rank)
+    if not scores:
+        return []
+    best = max(scores.values())
+    ranked = [(target, fused * FULL_RELEVANCE // best) for target, fused in scores.items()]
+    ranked.sort(key=lambda pair: (-pair[1], pair[0].sort_key()))
+    return ranked[:limit]
+
+
+def get(conn: sqlite3.Connection, req: GetRequest) -> RetrievalItem:
+    """One live cited memory by target, relevance 10000 (spec/retrieval.md §8).
+
+    Raises ``NotFound`` for unknown, other-scope or non-live targets.
+    """
+    require_scope(req.tenant_id, req.person_id)
+    with read_tx(conn):
+        return materialize(conn, req.tenant_id, req.person_id, req.target, FULL_RELEVANCE, None)
+
+
+# Materialisation (spec/retrieval.md §7): excerpt text and the smallest qualifying evidence id.
+_CLAIM_LIVE_SQL = f"""
+SELECT c.subject, c.predicate, c.value,
+  (SELECT MIN(e.id) FROM claim_evidence ce
+   JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
+        AND e.deleted_at IS NULL
+   JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
+        AND s.deleted_at IS NULL
+   WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = c.id
+     AND ce.relation = {SUPPORTS})
+FROM claims c WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p AND {LIVE_CLAIM}
+"""
+_CLAIM_AS_OF_SQL = f"""
+SELECT c.subject, c.predicate, c.value,
+  (SELECT MIN(e.id) FROM claim_evidence ce
+   JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
+        AND e.deleted_at IS NULL AND e.recorded_at <= :r
+   JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
+        AND s.deleted_at IS NULL AND s.captured_at <= :v AND s.recorded_at <= :r
+   WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = c.id
+     AND ce.relation = {SUPPORTS})
+FROM claims c WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p AND {VISIBLE_CLAIM}
+"""
+_SOURCE_SQL = """
+SELECT s.content,
+  (SELECT MIN(e.id) FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t
+     AND e.person_id = :p AND e.deleted_at IS NULL)
+FROM sources s WHERE s.id = :id AND s.tenant_id = :t AND s.person_id = :p
+  AND s.deleted_at IS NULL
+"""
+_EVIDENCE_SQL = """
+SELECT e.quote, e.id FROM evidence e
+JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
+     AND s.deleted_at IS NULL
+WHERE e.id = :id AND e.tenant_id = :t AND e.person_id = :p AND e.deleted_at IS NULL
+"""
+
+
+def materialize(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    target: Target,
+    relevance: int,
+    as_of: AsOf | None,
+) -> RetrievalItem:
+    """Turn a ranked target into a cited item, or raise ``NotFound``."""
+    params: dict[str, object] = {"id": target.id, "t": tenant_id, "p": person_id}
+    if target.kind is TargetKind.CLAIM:
+        if as_of is None:
+            sql = _CLAIM_LIVE_SQL
+        else:
+            sql = _CLAIM_AS_OF_SQL
+            params["v"] = as_of.valid_at
+            params["r"] = as_of.recorded_at
+        row = conn.execute(sql, params).fetchone()
+        if row is None or row[3] is None:
+            raise NotFound()
+        text, evidence_id = f"{row[0]} {row[1]} {row[2]}", row[3]
+    else:
+        sql = _SOURCE_SQL if target.kind is TargetKind.SOURCE else _EVIDENCE_SQL
+        row = conn.execute(sql, params).fetchone()
+        if row is None or row[1] is None:
+            raise NotFound()
+        text, evidence_id = row[0], row[1]
+    return RetrievalItem(target, cap_excerpt(text), relevance, [evidence_id])

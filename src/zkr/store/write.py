@@ -1,0 +1,221 @@
+"""``remember`` and ``locator`` (spec/lifecycle.md §3.1-3.2).
+
+``remember`` stores one source with its FTS row, one evidence row quoting the whole text, an
+optional transcript locator, and optionally one accepted claim supported by that evidence
+(confidence 10000), then appends one commit: source, evidence[, claim, claim_evidence]. A
+non-null ``ingestion_key`` makes the call idempotent per scope: a replay with the same payload
+returns the original ids and writes nothing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from zkr.errors import InvalidInput, NotFound
+from zkr.model import (
+    ClaimInput,
+    Locator,
+    LocatorRequest,
+    RememberRequest,
+    RememberResult,
+    Relation,
+    SourceKind,
+    Status,
+    is_legal_state,
+    quoted,
+)
+from zkr.store import feed
+from zkr.store.db import read_tx, write_tx
+from zkr.text import new_id, require_scope, require_text
+
+I64_MAX = 2**63 - 1
+FULL_CONFIDENCE = 10_000
+
+
+def validate_locator(locator: Locator) -> None:
+    """Locator rules shared by remember and apply (spec/lifecycle.md §3.1 step 3)."""
+    require_text(locator.device_id, "locator.device_id")
+    require_text(locator.provider, "locator.provider")
+    require_text(locator.stream_id, "locator.stream_id")
+    require_text(locator.segment_id, "locator.segment_id")
+    if locator.start_ms > locator.end_ms:
+        raise InvalidInput("locator end_ms must not precede start_ms")
+    if locator.end_ms > I64_MAX:
+        raise InvalidInput("locator end_ms exceeds the storage range")
+
+
+def validate_claim(claim: ClaimInput) -> None:
+    """Claim text and legal-state checks (spec/lifecycle.md §3.1 step 6, §2.1)."""
+    require_text(claim.subject, "claim subject")
+    require_text(claim.predicate, "claim predicate")
+    require_text(claim.value, "claim value")
+    if not is_legal_state(claim.tier, Status.ACCEPTED, claim.processing_state):
+        raise InvalidInput(
+            f"illegal memory state combination: tier={claim.tier.value}, status=accepted, "
+            f"processing_state={claim.processing_state.value}"
+        )
+
+
+def remember(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
+    """Store a memory (or replay its ingestion key); one ``BEGIN IMMEDIATE`` transaction.
+
+    Raises ``InvalidInput`` for the validation messages of spec/lifecycle.md §3.1,
+    ``NotFound`` when a replayed key's memory was deleted, and ``StorageError`` for
+    ``export record exceeds 1048576 bytes``.
+    """
+    require_scope(req.tenant_id, req.person_id)
+    require_text(req.text, "text")
+    if req.locator is not None:
+        validate_locator(req.locator)
+    if req.ingestion_key is not None:
+        require_text(req.ingestion_key, "ingestion_key")
+    with write_tx(conn):
+        if req.ingestion_key is not None:
+            row = conn.execute(
+                "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
+                (req.tenant_id, req.person_id, req.ingestion_key),
+            ).fetchone()
+            if row is not None:
+                return _replay(conn, req, row[0])
+        return _insert(conn, req)
+
+
+def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
+    t, p = req.tenant_id, req.person_id
+    source_id, evidence_id = new_id(), new_id()
+    # sources + its FTS projection row; origins are set once evidence/claim exist (trigger
+    # source_origin_scope_* requires them to resolve in scope).
+    conn.execute(
+        "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content, captured_at,"
+        " recorded_at, deleted_at, ingestion_key) VALUES (?, ?, ?, 1, ?, ?, ?, ?, NULL, ?)",
+        (source_id, t, p, quoted(req.kind.value), req.text, req.captured_at, req.recorded_at,
+         req.ingestion_key),
+    )
+    conn.execute(
+        "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?, ?, ?, ?)",
+        (source_id, t, p, req.text),
+    )
+    conn.execute(
+        "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision, quote,"
+        " recorded_at, deleted_at) VALUES (?, ?, ?, ?, 1, ?, ?, NULL)",
+        (evidence_id, t, p, source_id, req.text, req.recorded_at),
+    )
+    loc = req.locator
+    if loc is not None:
+        conn.execute(
+            "INSERT INTO evidence_locators (tenant_id, person_id, evidence_id, device_id,"
+            " provider, stream_id, segment_id, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (t, p, evidence_id, loc.device_id, loc.provider, loc.stream_id, loc.segment_id,
+             loc.start_ms, loc.end_ms),
+        )
+    claim_id: str | None = None
+    records: list[feed.Record] = []
+    claim = req.claim
+    if claim is not None:
+        validate_claim(claim)
+        claim_id = new_id()
+        conn.execute(
+            "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
+            " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', ?, ?, ?)",
+            (claim_id, t, p, claim.subject, claim.predicate, claim.value, claim.valid_from,
+             req.recorded_at, claim.tier.value, claim.processing_state.value, claim.kind.value),
+        )
+        conn.execute(
+            "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
+            " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
+            (t, p, claim_id, evidence_id, quoted(Relation.SUPPORTS.value), FULL_CONFIDENCE),
+        )
+        records = [
+            feed.claim_body(
+                id=claim_id, tenant_id=t, person_id=p, subject=claim.subject,
+                predicate=claim.predicate, value=claim.value, kind=claim.kind.value,
+                valid_from=claim.valid_from, valid_until=None, recorded_from=req.recorded_at,
+                recorded_until=None, status=Status.ACCEPTED.value, tier=claim.tier.value,
+                processing_state=claim.processing_state.value,
+            ),
+            feed.claim_evidence_body(
+                t, p, claim_id, evidence_id, Relation.SUPPORTS.value, FULL_CONFIDENCE
+            ),
+        ]
+    conn.execute(
+        "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ? WHERE id = ?",
+        (evidence_id, claim_id, source_id),
+    )
+    # Feed (spec/lifecycle.md §3.1 "Feed"): source, evidence, then claim + claim_evidence.
+    records[:0] = [
+        feed.source_body(
+            id=source_id, tenant_id=t, person_id=p, revision=1, kind=req.kind.value,
+            content=req.text, captured_at=req.captured_at, recorded_at=req.recorded_at,
+            deleted_at=None, ingestion_key=req.ingestion_key, origin_evidence_id=evidence_id,
+            origin_claim_id=claim_id,
+        ),
+        feed.evidence_body(
+            id=evidence_id, tenant_id=t, person_id=p, source_id=source_id, source_revision=1,
+            quote=req.text, recorded_at=req.recorded_at, locator=loc, deleted_at=None,
+        ),
+    ]
+    feed.append_commit(conn, t, p, req.recorded_at, records)
+    return RememberResult(source_id, evidence_id, claim_id)
+
+
+def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> RememberResult:
+    """The replay path of spec/lifecycle.md §3.1: compare, never write."""
+    t, p = req.tenant_id, req.person_id
+    row = conn.execute(
+        "SELECT s.kind, s.content, s.captured_at, s.recorded_at, s.deleted_at,"
+        " e.id, e.deleted_at, s.origin_claim_id"
+        " FROM sources s JOIN evidence e ON e.id = s.origin_evidence_id"
+        "  AND e.tenant_id = s.tenant_id AND e.person_id = s.person_id"
+        " WHERE s.id = ? AND s.tenant_id = ? AND s.person_id = ?",
+        (source_id, t, p),
+    ).fetchone()
+    if row is None or row[4] is not None or row[6] is not None:
+        raise NotFound()
+    kind, content, captured_at, recorded_at, _, evidence_id, _, origin_claim_id = row
+    conflict = InvalidInput("ingestion_key conflicts with different memory payload")
+    if (kind, content, captured_at, recorded_at) != (
+        quoted(req.kind.value), req.text, req.captured_at, req.recorded_at
+    ):
+        raise conflict
+    claim_id: str | None = None
+    if origin_claim_id is not None:
+        claim_row = conn.execute(
+            "SELECT id, subject, predicate, value, valid_from, kind FROM claims"
+            " WHERE id = ? AND tenant_id = ? AND person_id = ?",
+            (origin_claim_id, t, p),
+        ).fetchone()
+        if claim_row is None:
+            raise NotFound()
+        claim_id = claim_row[0]
+        stored_claim: tuple[object, ...] | None = tuple(claim_row[1:])
+    else:
+        stored_claim = None
+    wanted_claim = (
+        None
+        if req.claim is None
+        else (req.claim.subject, req.claim.predicate, req.claim.value, req.claim.valid_from,
+              req.claim.kind.value)
+    )
+    if stored_claim != wanted_claim:
+        raise conflict
+    if feed.read_locator(conn, t, p, evidence_id) != req.locator:
+        raise conflict
+    return RememberResult(source_id, evidence_id, claim_id)
+
+
+def locator(conn: sqlite3.Connection, req: LocatorRequest) -> Locator | None:
+    """The locator of live evidence in scope, or ``None`` (never ``record not found``)."""
+    require_scope(req.tenant_id, req.person_id)
+    with read_tx(conn):
+        live = conn.execute(
+            "SELECT 1 FROM evidence WHERE id = ? AND tenant_id = ? AND person_id = ?"
+            " AND deleted_at IS NULL",
+            (req.evidence_id, req.tenant_id, req.person_id),
+        ).fetchone()
+        if live is None:
+            return None
+        return feed.read_locator(conn, req.tenant_id, req.person_id, req.evidence_id)
+
+
+__all__ = ["SourceKind", "locator", "remember", "validate_claim", "validate_locator"]

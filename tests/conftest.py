@@ -1,0 +1,132 @@
+"""Shared test fixtures: real SQLite files in tmp_path, the library API and the real CLI."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from zkr import MemoryDb
+from zkr.model import ClaimInput, ClaimKind, RememberRequest, SourceKind
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+
+T, P = "t1", "p1"
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> str:
+    return str(tmp_path / "memory.db")
+
+
+@pytest.fixture
+def db(db_path: str) -> Iterator[MemoryDb]:
+    with MemoryDb.open(db_path) as database:
+        yield database
+
+
+def remember(
+    db: MemoryDb,
+    text: str,
+    *,
+    t: str = T,
+    p: str = P,
+    at: int = 10,
+    recorded_at: int | None = None,
+    claim: tuple[str, str, str] | None = None,
+    claim_kind: ClaimKind = ClaimKind.FACT,
+    kind: SourceKind = SourceKind.CONVERSATION,
+    key: str | None = None,
+    **claim_options: Any,
+) -> Any:
+    """Remember ``text`` (optionally with a (subject, predicate, value) claim)."""
+    return db.remember(
+        RememberRequest(
+            tenant_id=t,
+            person_id=p,
+            kind=kind,
+            text=text,
+            captured_at=at,
+            recorded_at=at if recorded_at is None else recorded_at,
+            ingestion_key=key,
+            claim=None
+            if claim is None
+            else ClaimInput(claim[0], claim[1], claim[2], claim_kind, at, **claim_options),
+        )
+    )
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        assert self.code == 0, self.stderr
+        assert self.stdout.endswith("\n") and self.stdout.count("\n") == 1, self.stdout
+        return json.loads(self.stdout)
+
+    def error(self) -> str:
+        assert self.code == 1, (self.code, self.stdout)
+        assert self.stdout == ""
+        assert self.stderr.endswith("\n") and self.stderr.count("\n") == 1, self.stderr
+        envelope = json.loads(self.stderr)
+        assert list(envelope) == ["error"]
+        message = envelope["error"]
+        assert isinstance(message, str)
+        return message
+
+
+def cli(
+    db_path: str | None,
+    command: str | None = None,
+    request: Any = None,
+    *,
+    stdin: bytes | None = None,
+    argv: list[str] | None = None,
+) -> CliResult:
+    """Run ``python -m zkr --db PATH COMMAND`` with ``request`` as compact JSON on stdin."""
+    if argv is None:
+        assert db_path is not None and command is not None
+        argv = ["--db", db_path, command]
+    if stdin is None:
+        stdin = b"" if request is None else json.dumps(request, ensure_ascii=False).encode()
+    proc = subprocess.run(
+        [sys.executable, "-m", "zkr", *argv],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    return CliResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+
+
+def dump(path: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every table (FTS content included), for before/after comparisons."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [
+            row[0]
+            for row in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name NOT LIKE 'source_fts_%' ORDER BY name"
+            )
+        ]
+        return {
+            table: sorted(
+                (tuple(row) for row in conn.execute(f'SELECT * FROM "{table}"')),
+                key=repr,
+            )
+            for table in tables
+        }
+    finally:
+        conn.close()

@@ -1,0 +1,168 @@
+"""Strict request decoding and the two JSON encodings (spec/cli.md §4-6, spec/sync.md §1.4)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from zkr.codec import Fields, canonical, cli_dumps, parse_json
+from zkr.errors import RequestError
+from zkr.model import (
+    ClaimTierRequest,
+    LinkRequest,
+    ProfileRequest,
+    RememberRequest,
+    SearchRequest,
+    Tier,
+)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"   ",
+        b"\xef\xbb\xbf{}",
+        b'{"a": NaN}',
+        b'{"a": Infinity}',
+        b'{"a": -Infinity}',
+        b'{"a": 1} x',
+        b'{"a": 1}{"b": 2}',
+        b'{"a": "\xff"}',
+        b'{"a": "line\nbreak"}',
+        b'{"a": "\\ud800"}',
+        b'{"a": "\\udc00x"}',
+        b'{"\\ud800": 1}',
+        b'{"a": 1, "a": 2}',
+        b'{"a": {"b": 1, "b": 1}}',
+        b"{bad json",
+    ],
+)
+def test_parse_rejects_what_serde_rejects(raw: bytes) -> None:
+    with pytest.raises(RequestError):
+        parse_json(raw)
+
+
+def test_parse_accepts_whitespace_and_valid_surrogate_pairs() -> None:
+    assert parse_json(b' \n{"a": "\\ud83d\\ude00"}\t ') == {"a": "😀"}
+
+
+def test_floats_and_minus_zero_stay_floats() -> None:
+    value = parse_json(b'{"a": 1.0, "b": 1e1, "c": -0, "d": 0, "e": -7}')
+    assert isinstance(value["a"], float)
+    assert isinstance(value["b"], float)
+    assert isinstance(value["c"], float)
+    assert value["d"] == 0 and isinstance(value["d"], int)
+    assert value["e"] == -7
+
+
+def _remember(**override: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "tenant_id": "t",
+        "person_id": "p",
+        "kind": "conversation",
+        "text": "x",
+        "captured_at": 1,
+        "recorded_at": 1,
+    }
+    base.update(override)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("override", "fragment"),
+    [
+        ({"captured_at": 1.0}, "invalid type"),
+        ({"captured_at": True}, "invalid type"),
+        ({"captured_at": "1"}, "invalid type"),
+        ({"captured_at": -0.0}, "invalid type"),
+        ({"captured_at": 2**63}, "invalid value"),
+        ({"tenant_id": 1}, "invalid type"),
+        ({"kind": "diary"}, "unknown variant `diary`"),
+        ({"kind": None}, "invalid type: null"),
+        ({"claim": {"subject": "s"}}, "missing field `predicate`"),
+        ({"locator": {"device_id": "d", "provider": "p", "stream_id": "s", "segment_id": "g",
+                      "start_ms": -1, "end_ms": 2}}, "expected u64"),
+    ],
+)
+def test_remember_decoding_errors(override: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(RequestError, match=fragment):
+        RememberRequest.from_json(_remember(**override))
+
+
+def test_missing_field_names_the_field() -> None:
+    raw = _remember()
+    del raw["text"]
+    with pytest.raises(RequestError, match="missing field `text`"):
+        RememberRequest.from_json(raw)
+
+
+def test_null_is_absent_only_for_optional_fields() -> None:
+    req = RememberRequest.from_json(_remember(claim=None, locator=None, ingestion_key=None))
+    assert req.claim is None and req.locator is None and req.ingestion_key is None
+    with pytest.raises(RequestError, match="invalid type: null"):
+        SearchRequest.from_json({"tenant_id": "t", "person_id": "p", "query": "q", "limit": None})
+    claim = {"subject": "s", "predicate": "p", "value": "v", "kind": "fact", "valid_from": 1}
+    with pytest.raises(RequestError, match="invalid type: null"):
+        RememberRequest.from_json(_remember(claim={**claim, "tier": None}))
+    assert RememberRequest.from_json(_remember(claim=claim)).claim.tier is Tier.LONG_TERM  # type: ignore[union-attr]
+
+
+def test_unsigned_ranges() -> None:
+    base = {"tenant_id": "t", "person_id": "p", "query": "q"}
+    with pytest.raises(RequestError, match="expected u32"):
+        SearchRequest.from_json({**base, "limit": -1})
+    with pytest.raises(RequestError, match="expected u32"):
+        SearchRequest.from_json({**base, "limit": 2**32})
+    assert SearchRequest.from_json({**base, "limit": 2**32 - 1}).limit == 2**32 - 1
+    link = {"tenant_id": "t", "person_id": "p", "claim_id": "c", "evidence_id": "e",
+            "relation": "supports"}
+    with pytest.raises(RequestError, match="expected u16"):
+        LinkRequest.from_json({**link, "confidence_basis_points": 70000})
+
+
+def test_unknown_fields_ignored_except_profile() -> None:
+    ClaimTierRequest.from_json(
+        {"tenant_id": "t", "person_id": "p", "claim_id": "c", "recorded_at": 1, "extra": 1}
+    )
+    with pytest.raises(RequestError, match="unknown field `key`, expected one of `tenant_id`"):
+        ProfileRequest.from_json(
+            {"tenant_id": "t", "person_id": "p", "stability": "current", "claim_id": "c",
+             "recorded_at": 1, "key": "k"}
+        )
+
+
+def test_top_level_must_be_an_object() -> None:
+    for value in (None, "x", 1, []):
+        with pytest.raises(RequestError, match="invalid type"):
+            SearchRequest.from_json(value)
+
+
+def test_cli_dumps_is_sorted_compact_raw_utf8() -> None:
+    assert cli_dumps({"b": 1, "a": {"d": "é", "c": "\u2028\x01"}}) == (
+        '{"a":{"c":"\u2028\\u0001","d":"é"},"b":1}'
+    )
+
+
+def test_canonical_keeps_field_order() -> None:
+    assert canonical({"b": 1, "a": [1, "x"]}) == '{"b":1,"a":[1,"x"]}'
+
+
+@given(st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+    lambda children: st.lists(children, max_size=4)
+    | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12,
+))
+def test_parse_roundtrips_json_values(value: Any) -> None:
+    assert parse_json(json.dumps(value).encode()) == value
+    assert parse_json(canonical(value).encode()) == value
+
+
+def test_fields_reports_expected_struct() -> None:
+    with pytest.raises(RequestError, match="expected struct Thing"):
+        Fields([1, 2], "struct Thing")
