@@ -1,0 +1,75 @@
+"""Several processes share one file: WAL plus a busy timeout, no "database is locked"."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from zkr import MemoryDb
+from zkr.model import SearchRequest
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from zkr import MemoryDb
+    from zkr.model import RememberRequest, SearchRequest, SourceKind
+
+    path, name, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    with MemoryDb.open(path) as db:
+        for i in range(count):
+            db.remember(RememberRequest("t", "p", SourceKind.CONVERSATION,
+                                        f"{name} wrote note {i}", i, i, f"{name}-{i}"))
+            if i % 10 == 0:
+                db.search(SearchRequest("t", "p", f"{name} note"))
+    print("done")
+    """
+)
+
+
+def test_two_processes_write_concurrently(tmp_path: Path) -> None:
+    path = str(tmp_path / "shared.db")
+    MemoryDb.open(path).close()  # create once so both writers race on writes, not creation
+    count = 150
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, path, name, str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in ("alpha", "beta")
+    ]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+        assert out.decode().strip() == "done"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 2 * count
+    assert conn.execute("SELECT COUNT(*) FROM memory_commits").fetchone()[0] == 2 * count
+    sequences = [row[0] for row in conn.execute("SELECT sequence FROM memory_commits")]
+    assert len(set(sequences)) == 2 * count
+    with MemoryDb.open(path) as db:
+        pack = db.search(SearchRequest("t", "p", "beta wrote note 149"))
+        assert pack.items[0].excerpt == "beta wrote note 149"
+
+
+def test_creating_the_same_new_file_from_two_processes(tmp_path: Path) -> None:
+    """Both openers race to migrate a brand-new file; the loser waits, then sees version 10."""
+    path = str(tmp_path / "fresh.db")
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, path, name, "5"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for name in ("one", "two")
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err.decode()
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
+    assert conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 10
