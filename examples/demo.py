@@ -86,47 +86,72 @@ def main(argv: list[str]) -> int:
                 )
             )
             stored[turn["id"]] = (turn, result)
-        print(f"stored {len(stored)} turns as sources with evidence; claims: "
-              f"{sum(1 for _, r in stored.values() if r.claim_id)}")
+        print(
+            f"stored {len(stored)} turns as sources with evidence; claims: "
+            f"{sum(1 for _, r in stored.values() if r.claim_id)}"
+        )
 
         first_turn, first = stored["turn-1"]
         entry = db.profile(
-            ProfileRequest(tenant, person, Stability.CURRENT, first.claim_id,
-                           first_turn["captured_at"] + RECORD_DELAY)
+            ProfileRequest(
+                tenant,
+                person,
+                Stability.CURRENT,
+                first.claim_id,
+                first_turn["captured_at"] + RECORD_DELAY,
+            )
         )
         print(f"profile: {entry.key} = {entry.value}")
 
         for query in data["queries"]:
             show(query, db.search(SearchRequest(tenant, person, query, limit=3)))
 
-        voice_turn, voice = stored["turn-4"]
+        _, voice = stored["turn-4"]
         loc = db.locator(LocatorRequest(tenant, person, voice.evidence_id))
         if loc is not None:
-            print(f"\nvoice note evidence {voice.evidence_id} comes from {loc.device_id} via "
-                  f"{loc.provider}, {loc.start_ms}-{loc.end_ms} ms of {loc.segment_id}")
+            print(
+                f"\nvoice note evidence {voice.evidence_id} comes from {loc.device_id} via "
+                f"{loc.provider}, {loc.start_ms}-{loc.end_ms} ms of {loc.segment_id}"
+            )
 
         fix = data["correction"]
         corrected = db.correct(
-            CorrectRequest(tenant, person, first.claim_id, fix["text"], fix["value"],
-                           valid_at=fix["captured_at"],
-                           recorded_at=fix["captured_at"] + RECORD_DELAY)
+            CorrectRequest(
+                tenant,
+                person,
+                first.claim_id,
+                fix["text"],
+                fix["value"],
+                valid_at=fix["captured_at"],
+                recorded_at=fix["captured_at"] + RECORD_DELAY,
+            )
         )
-        print(f"\ncorrected claim {corrected.superseded_claim_id} -> {corrected.claim_id} "
-              f"(evidence {corrected.evidence_id})")
-        show("where does Maya work? (now)",
-             db.search(SearchRequest(tenant, person, "Maya employer Northwind", limit=3)))
+        print(
+            f"\ncorrected claim {corrected.superseded_claim_id} -> {corrected.claim_id} "
+            f"(evidence {corrected.evidence_id})"
+        )
+        show(
+            "where does Maya work? (now)",
+            db.search(SearchRequest(tenant, person, "Maya employer Northwind", limit=3)),
+        )
         before = AsOf(valid_at=fix["captured_at"] - 1, recorded_at=fix["captured_at"])
-        show("where does Maya work? (as of before the correction)",
-             db.search(SearchRequest(tenant, person, "Maya employer Northwind", limit=3,
-                                     as_of=before)))
+        show(
+            "where does Maya work? (as of before the correction)",
+            db.search(
+                SearchRequest(tenant, person, "Maya employer Northwind", limit=3, as_of=before)
+            ),
+        )
 
-        ana_turn, ana = stored["turn-6"]
-        deleted = db.delete(DeleteRequest(tenant, person, ana.source_id,
-                                          fix["captured_at"] + 60))
-        print(f"\ndeleted source {deleted.source_id}: {deleted.evidence_count} evidence "
-              f"tombstoned, {deleted.claim_count} claim retracted")
-        show("what is Ana allergic to (after deleting that turn)",
-             db.search(SearchRequest(tenant, person, "what is Ana allergic to", limit=3)))
+        _, ana = stored["turn-6"]
+        deleted = db.delete(DeleteRequest(tenant, person, ana.source_id, fix["captured_at"] + 60))
+        print(
+            f"\ndeleted source {deleted.source_id}: {deleted.evidence_count} evidence "
+            f"tombstoned, {deleted.claim_count} claim retracted"
+        )
+        show(
+            "what is Ana allergic to (after deleting that turn)",
+            db.search(SearchRequest(tenant, person, "what is Ana allergic to", limit=3)),
+        )
     return 0
 
 

@@ -12,16 +12,41 @@ import pytest
 from tests.conftest import cli
 
 COMMANDS = [
-    "remember", "locator", "search", "get", "correct", "promote", "archive", "link", "delete",
-    "repair", "profile", "profiles", "review", "reviews", "projections", "embed", "export",
-    "apply", "help",
+    "remember",
+    "locator",
+    "search",
+    "get",
+    "correct",
+    "promote",
+    "archive",
+    "link",
+    "delete",
+    "repair",
+    "profile",
+    "profiles",
+    "review",
+    "reviews",
+    "projections",
+    "embed",
+    "export",
+    "apply",
+    "help",
 ]
 
 REMEMBER = {
-    "tenant_id": "t1", "person_id": "p1", "kind": "conversation", "text": "Sam works at Acme",
-    "captured_at": 10, "recorded_at": 10,
-    "claim": {"subject": "Sam", "predicate": "employer", "value": "Acme", "kind": "fact",
-              "valid_from": 10},
+    "tenant_id": "t1",
+    "person_id": "p1",
+    "kind": "conversation",
+    "text": "Sam works at Acme",
+    "captured_at": 10,
+    "recorded_at": 10,
+    "claim": {
+        "subject": "Sam",
+        "predicate": "employer",
+        "value": "Acme",
+        "kind": "fact",
+        "valid_from": 10,
+    },
 }
 
 
@@ -43,8 +68,15 @@ def test_db_help_does_not_create_the_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["help", "x"], ["--help", "extra"], ["--db", "x.db"], ["remember"], ["--db=x", "remember"],
-     ["x", "--db", "y"], ["--db", "a", "b", "c"]],
+    [
+        ["help", "x"],
+        ["--help", "extra"],
+        ["--db", "x.db"],
+        ["remember"],
+        ["--db=x", "remember"],
+        ["x", "--db", "y"],
+        ["--db", "a", "b", "c"],
+    ],
 )
 def test_usage_errors(argv: list[str], tmp_path: Path) -> None:
     result = cli(None, argv=argv)
@@ -92,8 +124,17 @@ def test_oversized_text_fails_before_parsing(db_path: str) -> None:
 
 @pytest.mark.parametrize(
     "stdin",
-    [b"", b"{bad json", b'{"a":1} trailing', b"\xef\xbb\xbf{}", b'{"x": NaN}', b"[]", b"null",
-     b'"string"', b"\xff\xfe"],
+    [
+        b"",
+        b"{bad json",
+        b'{"a":1} trailing',
+        b"\xef\xbb\xbf{}",
+        b'{"x": NaN}',
+        b"[]",
+        b"null",
+        b'"string"',
+        b"\xff\xfe",
+    ],
 )
 def test_malformed_requests_are_clean_errors(db_path: str, stdin: bytes) -> None:
     message = cli(db_path, "search", stdin=stdin).error()
@@ -106,15 +147,22 @@ def test_output_is_sorted_compact_with_one_newline(db_path: str) -> None:
     assert result.stdout.startswith('{"claim_id":"') and result.stdout.endswith('"}\n')
     search = cli(db_path, "search", {"tenant_id": "t1", "person_id": "p1", "query": "Acme"})
     line = search.stdout
-    assert line == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"),
-                              ensure_ascii=False) + "\n"
+    assert (
+        line
+        == json.dumps(json.loads(line), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        + "\n"
+    )
 
 
 def test_blank_scope_messages(db_path: str) -> None:
-    assert cli(db_path, "search", {"tenant_id": " \t", "person_id": "p", "query": "q"}
-               ).error() == "tenant_id must not be empty"
-    assert cli(db_path, "search", {"tenant_id": "t", "person_id": "\u3000", "query": "q"}
-               ).error() == "person_id must not be empty"
+    assert (
+        cli(db_path, "search", {"tenant_id": " \t", "person_id": "p", "query": "q"}).error()
+        == "tenant_id must not be empty"
+    )
+    assert (
+        cli(db_path, "search", {"tenant_id": "t", "person_id": "\u3000", "query": "q"}).error()
+        == "person_id must not be empty"
+    )
     # U+001F is not White_Space: the reference treats it as content.
     result = cli(db_path, "search", {"tenant_id": "\x1f", "person_id": "p", "query": "q"})
     assert result.json()["gaps"] == ["no cited memory matched"]
@@ -123,40 +171,69 @@ def test_blank_scope_messages(db_path: str) -> None:
 def test_reference_cli_scenarios_2_3_and_5(db_path: str) -> None:
     """spec/cli.md §9 items 2, 3, 5 (item 5's delete is in the lifecycle tests)."""
     stored = cli(db_path, "remember", REMEMBER).json()
-    pack = cli(db_path, "search", {"tenant_id": "t1", "person_id": "p1", "query": "Acme",
-                                   "limit": 1}).json()
+    pack = cli(
+        db_path, "search", {"tenant_id": "t1", "person_id": "p1", "query": "Acme", "limit": 1}
+    ).json()
     assert pack["items"][0]["evidence_ids"] == [stored["evidence_id"]]
-    item = cli(db_path, "get", {"tenant_id": "t1", "person_id": "p1",
-                                "target": pack["items"][0]["memory"]}).json()
+    item = cli(
+        db_path, "get", {"tenant_id": "t1", "person_id": "p1", "target": pack["items"][0]["memory"]}
+    ).json()
     assert item["excerpt"] == "Sam employer Acme" and item["relevance_basis_points"] == 10000
-    screen = cli(db_path, "remember", {**REMEMBER, "kind": "screen", "claim": None,
-                                       "text": "Roadmap review is Thursday"}).json()
-    pack = cli(db_path, "search", {"tenant_id": "t1", "person_id": "p1",
-                                   "query": "Thursday"}).json()
+    screen = cli(
+        db_path,
+        "remember",
+        {**REMEMBER, "kind": "screen", "claim": None, "text": "Roadmap review is Thursday"},
+    ).json()
+    pack = cli(
+        db_path, "search", {"tenant_id": "t1", "person_id": "p1", "query": "Thursday"}
+    ).json()
     assert pack["items"][0]["memory"] == {"id": screen["source_id"], "kind": "source"}
     assert pack["items"][0]["evidence_ids"] == [screen["evidence_id"]]
     keyed = {**REMEMBER, "ingestion_key": "turn-1"}
     first = cli(db_path, "remember", keyed).stdout
     assert cli(db_path, "remember", keyed).stdout == first
-    assert "ingestion_key conflicts" in cli(db_path, "remember",
-                                             {**keyed, "text": "changed"}).error()
+    assert (
+        "ingestion_key conflicts" in cli(db_path, "remember", {**keyed, "text": "changed"}).error()
+    )
 
 
 def test_audio_locator_roundtrip(db_path: str) -> None:
     """spec/cli.md §9 item 7."""
     request = {
-        **REMEMBER, "kind": "audio", "claim": None, "ingestion_key": "audio-1",
-        "locator": {"device_id": "omi-1", "provider": "deepgram", "stream_id": "s",
-                    "segment_id": "g", "start_ms": 1200, "end_ms": 2900},
+        **REMEMBER,
+        "kind": "audio",
+        "claim": None,
+        "ingestion_key": "audio-1",
+        "locator": {
+            "device_id": "omi-1",
+            "provider": "deepgram",
+            "stream_id": "s",
+            "segment_id": "g",
+            "start_ms": 1200,
+            "end_ms": 2900,
+        },
     }
     first = cli(db_path, "remember", request).json()
     assert cli(db_path, "remember", request).json() == first
-    loc = cli(db_path, "locator", {"tenant_id": "t1", "person_id": "p1",
-                                   "evidence_id": first["evidence_id"]}).json()
-    assert loc == {"device_id": "omi-1", "end_ms": 2900, "provider": "deepgram",
-                   "segment_id": "g", "start_ms": 1200, "stream_id": "s"}
-    assert cli(db_path, "locator", {"tenant_id": "t1", "person_id": "p1",
-                                    "evidence_id": "nope"}).stdout == "null\n"
+    loc = cli(
+        db_path,
+        "locator",
+        {"tenant_id": "t1", "person_id": "p1", "evidence_id": first["evidence_id"]},
+    ).json()
+    assert loc == {
+        "device_id": "omi-1",
+        "end_ms": 2900,
+        "provider": "deepgram",
+        "segment_id": "g",
+        "start_ms": 1200,
+        "stream_id": "s",
+    }
+    assert (
+        cli(
+            db_path, "locator", {"tenant_id": "t1", "person_id": "p1", "evidence_id": "nope"}
+        ).stdout
+        == "null\n"
+    )
 
 
 def test_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:

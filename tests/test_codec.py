@@ -85,8 +85,19 @@ def _remember(**override: Any) -> dict[str, Any]:
         ({"kind": "diary"}, "unknown variant `diary`"),
         ({"kind": None}, "invalid type: null"),
         ({"claim": {"subject": "s"}}, "missing field `predicate`"),
-        ({"locator": {"device_id": "d", "provider": "p", "stream_id": "s", "segment_id": "g",
-                      "start_ms": -1, "end_ms": 2}}, "expected u64"),
+        (
+            {
+                "locator": {
+                    "device_id": "d",
+                    "provider": "p",
+                    "stream_id": "s",
+                    "segment_id": "g",
+                    "start_ms": -1,
+                    "end_ms": 2,
+                }
+            },
+            "expected u64",
+        ),
     ],
 )
 def test_remember_decoding_errors(override: dict[str, Any], fragment: str) -> None:
@@ -119,8 +130,13 @@ def test_unsigned_ranges() -> None:
     with pytest.raises(RequestError, match="expected u32"):
         SearchRequest.from_json({**base, "limit": 2**32})
     assert SearchRequest.from_json({**base, "limit": 2**32 - 1}).limit == 2**32 - 1
-    link = {"tenant_id": "t", "person_id": "p", "claim_id": "c", "evidence_id": "e",
-            "relation": "supports"}
+    link = {
+        "tenant_id": "t",
+        "person_id": "p",
+        "claim_id": "c",
+        "evidence_id": "e",
+        "relation": "supports",
+    }
     with pytest.raises(RequestError, match="expected u16"):
         LinkRequest.from_json({**link, "confidence_basis_points": 70000})
 
@@ -131,8 +147,14 @@ def test_unknown_fields_ignored_except_profile() -> None:
     )
     with pytest.raises(RequestError, match="unknown field `key`, expected one of `tenant_id`"):
         ProfileRequest.from_json(
-            {"tenant_id": "t", "person_id": "p", "stability": "current", "claim_id": "c",
-             "recorded_at": 1, "key": "k"}
+            {
+                "tenant_id": "t",
+                "person_id": "p",
+                "stability": "current",
+                "claim_id": "c",
+                "recorded_at": 1,
+                "key": "k",
+            }
         )
 
 
@@ -152,12 +174,16 @@ def test_canonical_keeps_field_order() -> None:
     assert canonical({"b": 1, "a": [1, "x"]}) == '{"b":1,"a":[1,"x"]}'
 
 
-@given(st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
-    lambda children: st.lists(children, max_size=4)
-    | st.dictionaries(st.text(max_size=5), children, max_size=4),
-    max_leaves=12,
-))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=5), children, max_size=4)
+        ),
+        max_leaves=12,
+    )
+)
 def test_parse_roundtrips_json_values(value: Any) -> None:
     assert parse_json(json.dumps(value).encode()) == value
     assert parse_json(canonical(value).encode()) == value

@@ -42,10 +42,20 @@ def test_remember_writes_rows_with_reference_encodings(db: MemoryDb, db_path: st
     conn = sqlite3.connect(db_path)
     source = conn.execute(
         "SELECT revision, kind, content, captured_at, recorded_at, deleted_at, ingestion_key,"
-        " origin_evidence_id, origin_claim_id FROM sources WHERE id = ?", (result.source_id,)
+        " origin_evidence_id, origin_claim_id FROM sources WHERE id = ?",
+        (result.source_id,),
     ).fetchone()
-    assert source == (1, '"conversation"', "Sam works at Acme", 10, 10, None, None,
-                      result.evidence_id, result.claim_id)
+    assert source == (
+        1,
+        '"conversation"',
+        "Sam works at Acme",
+        10,
+        10,
+        None,
+        None,
+        result.evidence_id,
+        result.claim_id,
+    )
     assert conn.execute("SELECT source_id, content FROM source_fts").fetchall() == [
         (result.source_id, "Sam works at Acme")
     ]
@@ -76,8 +86,9 @@ def test_feed_records_in_order_and_canonical(db: MemoryDb, db_path: str) -> None
     conn = sqlite3.connect(db_path)
     for (payload,) in conn.execute("SELECT payload FROM memory_export_events"):
         assert canonical(json.loads(payload)) == payload
-    commit = conn.execute("SELECT tenant_id, person_id, recorded_at FROM memory_commits"
-                          " ORDER BY sequence").fetchall()
+    commit = conn.execute(
+        "SELECT tenant_id, person_id, recorded_at FROM memory_commits ORDER BY sequence"
+    ).fetchall()
     assert commit == [(T, P, 10), (T, P, 10)]
 
 
@@ -111,8 +122,14 @@ def test_replay_conflicts(db: MemoryDb) -> None:
     with pytest.raises(InvalidInput, match=conflict):
         remember(db, "Claimed", key="turn-2")
     # tier and processing_state are not compared (spec/lifecycle.md §5 item 9)
-    replay = remember(db, "Claimed", key="turn-2", claim=("Sam", "employer", "Acme"),
-                      tier=Tier.SHORT_TERM, processing_state=ProcessingState.PENDING)
+    replay = remember(
+        db,
+        "Claimed",
+        key="turn-2",
+        claim=("Sam", "employer", "Acme"),
+        tier=Tier.SHORT_TERM,
+        processing_state=ProcessingState.PENDING,
+    )
     assert replay == claimed
 
 
@@ -128,8 +145,7 @@ def test_replay_compares_locator(db: MemoryDb) -> None:
         db.remember(req(Locator("omi-1", "deepgram", "stream", "seg", 1200, 2901)))
 
 
-def test_replay_of_source_without_origin_evidence_is_not_found(db: MemoryDb,
-                                                               db_path: str) -> None:
+def test_replay_of_source_without_origin_evidence_is_not_found(db: MemoryDb, db_path: str) -> None:
     remember(db, "legacy", key="k")
     conn = sqlite3.connect(db_path, isolation_level=None)
     conn.execute("UPDATE sources SET origin_evidence_id = NULL, origin_claim_id = NULL")
@@ -149,24 +165,41 @@ def test_replay_of_source_without_origin_evidence_is_not_found(db: MemoryDb,
         ({"locator": Locator("d", "", "s", "g", 1, 2)}, "locator.provider must not be empty"),
         ({"locator": Locator("d", "p", "", "g", 1, 2)}, "locator.stream_id must not be empty"),
         ({"locator": Locator("d", "p", "s", "", 1, 2)}, "locator.segment_id must not be empty"),
-        ({"locator": Locator("d", "p", "s", "g", 3, 2)},
-         "locator end_ms must not precede start_ms"),
-        ({"locator": Locator("d", "p", "s", "g", 1, 2**63)},
-         "locator end_ms exceeds the storage range"),
-        ({"claim": ClaimInput(" ", "p", "v", ClaimKind.FACT, 1)},
-         "claim subject must not be empty"),
-        ({"claim": ClaimInput("s", "", "v", ClaimKind.FACT, 1)},
-         "claim predicate must not be empty"),
-        ({"claim": ClaimInput("s", "p", "\t", ClaimKind.FACT, 1)},
-         "claim value must not be empty"),
-        ({"claim": ClaimInput("s", "p", "v", ClaimKind.FACT, 1, Tier.LONG_TERM,
-                              ProcessingState.PENDING)},
-         "illegal memory state combination: tier=long_term, status=accepted, "
-         "processing_state=pending"),
-        ({"claim": ClaimInput("s", "p", "v", ClaimKind.FACT, 1, Tier.ARCHIVE,
-                              ProcessingState.BLOCKED)},
-         "illegal memory state combination: tier=archive, status=accepted, "
-         "processing_state=blocked"),
+        (
+            {"locator": Locator("d", "p", "s", "g", 3, 2)},
+            "locator end_ms must not precede start_ms",
+        ),
+        (
+            {"locator": Locator("d", "p", "s", "g", 1, 2**63)},
+            "locator end_ms exceeds the storage range",
+        ),
+        (
+            {"claim": ClaimInput(" ", "p", "v", ClaimKind.FACT, 1)},
+            "claim subject must not be empty",
+        ),
+        (
+            {"claim": ClaimInput("s", "", "v", ClaimKind.FACT, 1)},
+            "claim predicate must not be empty",
+        ),
+        ({"claim": ClaimInput("s", "p", "\t", ClaimKind.FACT, 1)}, "claim value must not be empty"),
+        (
+            {
+                "claim": ClaimInput(
+                    "s", "p", "v", ClaimKind.FACT, 1, Tier.LONG_TERM, ProcessingState.PENDING
+                )
+            },
+            "illegal memory state combination: tier=long_term, status=accepted, "
+            "processing_state=pending",
+        ),
+        (
+            {
+                "claim": ClaimInput(
+                    "s", "p", "v", ClaimKind.FACT, 1, Tier.ARCHIVE, ProcessingState.BLOCKED
+                )
+            },
+            "illegal memory state combination: tier=archive, status=accepted, "
+            "processing_state=blocked",
+        ),
     ],
 )
 def test_validation_errors_leave_the_database_unchanged(
@@ -175,8 +208,12 @@ def test_validation_errors_leave_the_database_unchanged(
     remember(db, "existing memory", claim=("Sam", "employer", "Acme"))
     before = dump(db_path)
     base: dict[str, Any] = {
-        "tenant_id": T, "person_id": P, "kind": SourceKind.CONVERSATION, "text": "hello",
-        "captured_at": 10, "recorded_at": 10,
+        "tenant_id": T,
+        "person_id": P,
+        "kind": SourceKind.CONVERSATION,
+        "text": "hello",
+        "captured_at": 10,
+        "recorded_at": 10,
     }
     base.update(request_args)
     with pytest.raises(InvalidInput) as caught:
@@ -190,8 +227,16 @@ def test_oversized_record_rolls_back_everything(db: MemoryDb, db_path: str) -> N
     with pytest.raises(StorageError, match="export record exceeds 1048576 bytes"):
         remember(db, "x" * 1_048_576)
     tables = dump(db_path)
-    for table in ("sources", "evidence", "claims", "memory_commits", "memory_export_events",
-                  "source_fts", "evidence_locators", "claim_evidence"):
+    for table in (
+        "sources",
+        "evidence",
+        "claims",
+        "memory_commits",
+        "memory_export_events",
+        "source_fts",
+        "evidence_locators",
+        "claim_evidence",
+    ):
         assert tables[table] == [], table
     # the escaped JSON form counts: 400k "a\n" pairs become 1.2 MB of "a\\n"
     with pytest.raises(StorageError, match="export record exceeds"):
@@ -212,10 +257,15 @@ def test_point_locator_roundtrip_and_tombstone_hides_it(db: MemoryDb) -> None:
 
 def test_locator_json_is_in_field_order_in_the_feed(db: MemoryDb, db_path: str) -> None:
     db.remember(RememberRequest(T, P, SourceKind.AUDIO, "voice", 1, 1, None, None, LOC))
-    payload = sqlite3.connect(db_path).execute(
-        "SELECT payload FROM memory_export_events WHERE event_index = 1").fetchone()[0]
-    assert '"locator":{"device_id":"omi-1","provider":"deepgram","stream_id":"stream",' \
-           '"segment_id":"seg","start_ms":1200,"end_ms":2900}' in payload
+    payload = (
+        sqlite3.connect(db_path)
+        .execute("SELECT payload FROM memory_export_events WHERE event_index = 1")
+        .fetchone()[0]
+    )
+    assert (
+        '"locator":{"device_id":"omi-1","provider":"deepgram","stream_id":"stream",'
+        '"segment_id":"seg","start_ms":1200,"end_ms":2900}' in payload
+    )
 
 
 def test_claim_in_archive_tier_directly(db: MemoryDb) -> None:
@@ -225,6 +275,11 @@ def test_claim_in_archive_tier_directly(db: MemoryDb) -> None:
 
 
 def test_short_term_pending_claim_is_legal(db: MemoryDb) -> None:
-    result = remember(db, "maybe", claim=("x", "y", "z"), tier=Tier.SHORT_TERM,
-                      processing_state=ProcessingState.BLOCKED)
+    result = remember(
+        db,
+        "maybe",
+        claim=("x", "y", "z"),
+        tier=Tier.SHORT_TERM,
+        processing_state=ProcessingState.BLOCKED,
+    )
     assert result.claim_id is not None

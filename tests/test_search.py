@@ -20,8 +20,9 @@ from zkr.model import (
 from zkr.store.retrieval import fuse
 
 
-def search(db: MemoryDb, query: str, limit: int = 10, t: str = T, p: str = P,
-           as_of: AsOf | None = None) -> list[tuple[str, str, str, list[str]]]:
+def search(
+    db: MemoryDb, query: str, limit: int = 10, t: str = T, p: str = P, as_of: AsOf | None = None
+) -> list[tuple[str, str, str, list[str]]]:
     pack = db.search(SearchRequest(t, p, query, limit, None, as_of))
     assert pack.query == query
     assert pack.gaps == ([] if pack.items else ["no cited memory matched"])
@@ -90,16 +91,24 @@ def test_claim_replaces_its_source(db: MemoryDb) -> None:
 
 @pytest.mark.parametrize(
     ("tier", "state"),
-    [(Tier.SHORT_TERM, ProcessingState.PENDING), (Tier.SHORT_TERM, ProcessingState.BLOCKED),
-     (Tier.ARCHIVE, ProcessingState.PROCESSED)],
+    [
+        (Tier.SHORT_TERM, ProcessingState.PENDING),
+        (Tier.SHORT_TERM, ProcessingState.BLOCKED),
+        (Tier.ARCHIVE, ProcessingState.PROCESSED),
+    ],
 )
 def test_non_live_claim_hides_source_live_but_not_as_of(
     db: MemoryDb, tier: Tier, state: ProcessingState
 ) -> None:
     """Kept reference behaviour (retrieval.md §14 item 15, conformance
     claims_visibility_by_state): a pending/blocked claim hides its source from live search."""
-    stored = remember(db, "Renew the passport", claim=("me", "todo", "passport"), tier=tier,
-                      processing_state=state)
+    stored = remember(
+        db,
+        "Renew the passport",
+        claim=("me", "todo", "passport"),
+        tier=tier,
+        processing_state=state,
+    )
     assert search(db, "passport") == []
     with pytest.raises(NotFound):
         db.get(GetRequest(T, P, Target(TargetKind.CLAIM, stored.claim_id)))
@@ -107,8 +116,7 @@ def test_non_live_claim_hides_source_live_but_not_as_of(
     if state is ProcessingState.PROCESSED:  # archived claims are visible historically
         assert history == [("claim", stored.claim_id, "me todo passport", [stored.evidence_id])]
     else:
-        assert history == [("source", stored.source_id, "Renew the passport",
-                            [stored.evidence_id])]
+        assert history == [("source", stored.source_id, "Renew the passport", [stored.evidence_id])]
 
 
 def test_as_of_time_filters(db: MemoryDb) -> None:

@@ -26,6 +26,11 @@ def _items(values: list[Any]) -> list[Any]:
     return [value.to_json() for value in values]
 
 
+def _link(db: MemoryDb, request: Any) -> dict[str, bool]:
+    db.link(model.LinkRequest.from_json(request))
+    return {"ok": True}
+
+
 # command -> (purpose, handler taking the decoded JSON request and returning a JSON value)
 COMMANDS: dict[str, tuple[str, Handler]] = {
     "remember": (
@@ -35,7 +40,8 @@ COMMANDS: dict[str, tuple[str, Handler]] = {
     "locator": (
         "read the transcript locator of live evidence (null when there is none)",
         lambda db, r: (
-            None if (loc := db.locator(model.LocatorRequest.from_json(r))) is None
+            None
+            if (loc := db.locator(model.LocatorRequest.from_json(r))) is None
             else loc.to_json()
         ),
     ),
@@ -61,7 +67,7 @@ COMMANDS: dict[str, tuple[str, Handler]] = {
     ),
     "link": (
         "attach supporting or contradicting evidence to a claim",
-        lambda db, r: (db.link(model.LinkRequest.from_json(r)), {"ok": True})[1],
+        lambda db, r: _link(db, r),
     ),
     "delete": (
         "tombstone a source and retract what it alone supported",
@@ -111,7 +117,7 @@ def help_text() -> str:
         "zkr --db PATH COMMAND",
         "",
         "Each command reads one JSON object (at most 1 MiB) from stdin and writes one JSON value",
-        "to stdout; errors are {\"error\": MESSAGE} on stderr with exit status 1.",
+        'to stdout; errors are {"error": MESSAGE} on stderr with exit status 1.',
         "",
         "Commands:",
     ]
@@ -197,5 +203,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(cli_dumps({"error": "interrupted"}) + "\n")
         return 1
     except Exception as exc:  # last resort: the contract forbids tracebacks
-        sys.stderr.write(cli_dumps({"error": f"internal error: {type(exc).__name__}: {exc}"}) + "\n")
+        sys.stderr.write(
+            cli_dumps({"error": f"internal error: {type(exc).__name__}: {exc}"}) + "\n"
+        )
         return 1

@@ -12,13 +12,13 @@ points (0..10000); relevance in basis points (0..10000).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 from zkr.codec import Fields
 
 
-class SourceKind(str, Enum):
+class SourceKind(StrEnum):
     """Source kind; stored JSON-quoted in ``sources.kind`` (spec/storage.md §2.3)."""
 
     CONVERSATION = "conversation"
@@ -29,7 +29,7 @@ class SourceKind(str, Enum):
     USER_CORRECTION = "user_correction"
 
 
-class ClaimKind(str, Enum):
+class ClaimKind(StrEnum):
     """Claim kind; stored bare in ``claims.kind``."""
 
     FACT = "fact"
@@ -40,50 +40,50 @@ class ClaimKind(str, Enum):
     RECOMMENDATION = "recommendation"
 
 
-class Tier(str, Enum):
+class Tier(StrEnum):
     SHORT_TERM = "short_term"
     LONG_TERM = "long_term"
     ARCHIVE = "archive"
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     ACCEPTED = "accepted"
     SUPERSEDED = "superseded"
     RETRACTED = "retracted"
 
 
-class ProcessingState(str, Enum):
+class ProcessingState(StrEnum):
     PENDING = "pending"
     PROCESSED = "processed"
     BLOCKED = "blocked"
 
 
-class Relation(str, Enum):
+class Relation(StrEnum):
     """Claim-evidence relation; stored JSON-quoted in ``claim_evidence.relation``."""
 
     SUPPORTS = "supports"
     CONTRADICTS = "contradicts"
 
 
-class Stability(str, Enum):
+class Stability(StrEnum):
     """Profile stability; stored JSON-quoted in ``profile_entries.stability``."""
 
     STABLE = "stable"
     CURRENT = "current"
 
 
-class Normalization(str, Enum):
+class Normalization(StrEnum):
     NONE = "none"
     L2 = "l2"
 
 
-class Distance(str, Enum):
+class Distance(StrEnum):
     COSINE = "cosine"
     DOT = "dot"
     EUCLIDEAN = "euclidean"
 
 
-class TargetKind(str, Enum):
+class TargetKind(StrEnum):
     """Retrieval targets; the order source < evidence < claim is search's tie-break order."""
 
     SOURCE = "source"

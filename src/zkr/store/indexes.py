@@ -16,18 +16,26 @@ EXTRA_INDEXES: dict[str, tuple[str, str]] = {
     "zkr_claim_evidence_by_evidence": (
         "claim_evidence",
         "CREATE INDEX IF NOT EXISTS zkr_claim_evidence_by_evidence"
-        " ON claim_evidence (evidence_id, relation)"
+        " ON claim_evidence (evidence_id, relation)",
     ),
     # the dense lane and projections read one (scope, model, version) lane at a time.
     "zkr_embeddings_lane": (
         "embeddings",
         "CREATE INDEX IF NOT EXISTS zkr_embeddings_lane"
-        " ON embeddings (tenant_id, person_id, model, version)"
+        " ON embeddings (tenant_id, person_id, model, version)",
+    ),
+    # embed/projections/repair find the lane (spec/retrieval.md §9.3) by seeking the distinct
+    # (dimension, normalization, distance) of a (scope, model, version) and then its newest
+    # rows, so their cost does not grow with the lane (the reference re-validates every row).
+    "zkr_embeddings_config": (
+        "embeddings",
+        "CREATE INDEX IF NOT EXISTS zkr_embeddings_config ON embeddings"
+        " (tenant_id, person_id, model, version, dimension, normalization, distance, created_at)",
     ),
     # correct/delete remove the profile entries backed by given claims.
     "zkr_profile_entries_by_claim": (
         "profile_entries",
-        "CREATE INDEX IF NOT EXISTS zkr_profile_entries_by_claim ON profile_entries (claim_id)"
+        "CREATE INDEX IF NOT EXISTS zkr_profile_entries_by_claim ON profile_entries (claim_id)",
     ),
 }
 

@@ -37,18 +37,20 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     require_text(req.query, "query")
     limit = bounded_limit(req.limit)
     with read_tx(conn):
-        lanes = [
-            lexical_ranking(
-                conn, req.tenant_id, req.person_id, req.query, 4 * limit, req.as_of
-            )
-        ]
+        lexical = lexical_ranking(
+            conn, req.tenant_id, req.person_id, req.query, 4 * limit, req.as_of
+        )
+        lanes = [list(enumerate(lexical))]
         if req.query_embedding is not None and req.as_of is None:
             from zkr.store import embeddings
 
+            # (rank, target) pairs: the dense lane returns only the ranks fusion can use.
             lanes.append(
-                embeddings.dense_ranking(conn, req.tenant_id, req.person_id, req.query_embedding)
+                embeddings.dense_lane(
+                    conn, req.tenant_id, req.person_id, req.query_embedding, lexical, limit
+                )
             )
-        fused = fuse(lanes, limit)
+        fused = fuse_ranked(lanes, limit)
         items = [
             materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
             for target, points in fused
@@ -63,9 +65,15 @@ def fuse(lanes: list[list[Target]], limit: int) -> list[tuple[Target, int]]:
     ``floor(fused * 10000 / max fused)``; ordered by relevance descending, then target order;
     at most ``limit`` targets.
     """
+    return fuse_ranked([list(enumerate(lane)) for lane in lanes], limit)
+
+
+def fuse_ranked(lanes: list[list[tuple[int, Target]]], limit: int) -> list[tuple[Target, int]]:
+    """:func:`fuse` over lanes given as ``(0-based rank, target)`` pairs (a lane may omit
+    targets that cannot reach the pack, see :func:`zkr.store.dense.fusion_ranks`)."""
     scores: dict[Target, int] = {}
     for lane in lanes:
-        for rank, target in enumerate(lane):
+        for rank, target in lane:
             scores[target] = scores.get(target, 0) + RRF_SCALE // (RRF_OFFSET + rank)
     if not scores:
         return []

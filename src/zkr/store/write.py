@@ -16,10 +16,9 @@ from zkr.model import (
     ClaimInput,
     Locator,
     LocatorRequest,
+    Relation,
     RememberRequest,
     RememberResult,
-    Relation,
-    SourceKind,
     Status,
     is_legal_state,
     quoted,
@@ -72,7 +71,8 @@ def remember(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     with write_tx(conn):
         if req.ingestion_key is not None:
             row = conn.execute(
-                "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
+                "SELECT id FROM sources"
+                " WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
                 (req.tenant_id, req.person_id, req.ingestion_key),
             ).fetchone()
             if row is not None:
@@ -88,8 +88,16 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     conn.execute(
         "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content, captured_at,"
         " recorded_at, deleted_at, ingestion_key) VALUES (?, ?, ?, 1, ?, ?, ?, ?, NULL, ?)",
-        (source_id, t, p, quoted(req.kind.value), req.text, req.captured_at, req.recorded_at,
-         req.ingestion_key),
+        (
+            source_id,
+            t,
+            p,
+            quoted(req.kind.value),
+            req.text,
+            req.captured_at,
+            req.recorded_at,
+            req.ingestion_key,
+        ),
     )
     conn.execute(
         "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?, ?, ?, ?)",
@@ -104,9 +112,19 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     if loc is not None:
         conn.execute(
             "INSERT INTO evidence_locators (tenant_id, person_id, evidence_id, device_id,"
-            " provider, stream_id, segment_id, start_ms, end_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (t, p, evidence_id, loc.device_id, loc.provider, loc.stream_id, loc.segment_id,
-             loc.start_ms, loc.end_ms),
+            " provider, stream_id, segment_id, start_ms, end_ms)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                t,
+                p,
+                evidence_id,
+                loc.device_id,
+                loc.provider,
+                loc.stream_id,
+                loc.segment_id,
+                loc.start_ms,
+                loc.end_ms,
+            ),
         )
     claim_id: str | None = None
     records: list[feed.Record] = []
@@ -118,8 +136,19 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
             "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
             " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', ?, ?, ?)",
-            (claim_id, t, p, claim.subject, claim.predicate, claim.value, claim.valid_from,
-             req.recorded_at, claim.tier.value, claim.processing_state.value, claim.kind.value),
+            (
+                claim_id,
+                t,
+                p,
+                claim.subject,
+                claim.predicate,
+                claim.value,
+                claim.valid_from,
+                req.recorded_at,
+                claim.tier.value,
+                claim.processing_state.value,
+                claim.kind.value,
+            ),
         )
         conn.execute(
             "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
@@ -128,10 +157,19 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
         )
         records = [
             feed.claim_body(
-                id=claim_id, tenant_id=t, person_id=p, subject=claim.subject,
-                predicate=claim.predicate, value=claim.value, kind=claim.kind.value,
-                valid_from=claim.valid_from, valid_until=None, recorded_from=req.recorded_at,
-                recorded_until=None, status=Status.ACCEPTED.value, tier=claim.tier.value,
+                id=claim_id,
+                tenant_id=t,
+                person_id=p,
+                subject=claim.subject,
+                predicate=claim.predicate,
+                value=claim.value,
+                kind=claim.kind.value,
+                valid_from=claim.valid_from,
+                valid_until=None,
+                recorded_from=req.recorded_at,
+                recorded_until=None,
+                status=Status.ACCEPTED.value,
+                tier=claim.tier.value,
                 processing_state=claim.processing_state.value,
             ),
             feed.claim_evidence_body(
@@ -145,14 +183,29 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     # Feed (spec/lifecycle.md §3.1 "Feed"): source, evidence, then claim + claim_evidence.
     records[:0] = [
         feed.source_body(
-            id=source_id, tenant_id=t, person_id=p, revision=1, kind=req.kind.value,
-            content=req.text, captured_at=req.captured_at, recorded_at=req.recorded_at,
-            deleted_at=None, ingestion_key=req.ingestion_key, origin_evidence_id=evidence_id,
+            id=source_id,
+            tenant_id=t,
+            person_id=p,
+            revision=1,
+            kind=req.kind.value,
+            content=req.text,
+            captured_at=req.captured_at,
+            recorded_at=req.recorded_at,
+            deleted_at=None,
+            ingestion_key=req.ingestion_key,
+            origin_evidence_id=evidence_id,
             origin_claim_id=claim_id,
         ),
         feed.evidence_body(
-            id=evidence_id, tenant_id=t, person_id=p, source_id=source_id, source_revision=1,
-            quote=req.text, recorded_at=req.recorded_at, locator=loc, deleted_at=None,
+            id=evidence_id,
+            tenant_id=t,
+            person_id=p,
+            source_id=source_id,
+            source_revision=1,
+            quote=req.text,
+            recorded_at=req.recorded_at,
+            locator=loc,
+            deleted_at=None,
         ),
     ]
     feed.append_commit(conn, t, p, req.recorded_at, records)
@@ -175,7 +228,10 @@ def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> R
     kind, content, captured_at, recorded_at, _, evidence_id, _, origin_claim_id = row
     conflict = InvalidInput("ingestion_key conflicts with different memory payload")
     if (kind, content, captured_at, recorded_at) != (
-        quoted(req.kind.value), req.text, req.captured_at, req.recorded_at
+        quoted(req.kind.value),
+        req.text,
+        req.captured_at,
+        req.recorded_at,
     ):
         raise conflict
     claim_id: str | None = None
@@ -194,8 +250,13 @@ def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> R
     wanted_claim = (
         None
         if req.claim is None
-        else (req.claim.subject, req.claim.predicate, req.claim.value, req.claim.valid_from,
-              req.claim.kind.value)
+        else (
+            req.claim.subject,
+            req.claim.predicate,
+            req.claim.value,
+            req.claim.valid_from,
+            req.claim.kind.value,
+        )
     )
     if stored_claim != wanted_claim:
         raise conflict
@@ -216,6 +277,3 @@ def locator(conn: sqlite3.Connection, req: LocatorRequest) -> Locator | None:
         if live is None:
             return None
         return feed.read_locator(conn, req.tenant_id, req.person_id, req.evidence_id)
-
-
-__all__ = ["SourceKind", "locator", "remember", "validate_claim", "validate_locator"]
