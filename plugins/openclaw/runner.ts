@@ -1,0 +1,270 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+
+import { isRecord, parseJsonSafely } from "./jsonsafe.ts";
+
+/** The only error message a failing CLI call ever produces (no stderr, stdout, paths or request data). */
+export const ZKR_COMMAND_FAILED = "zkr command failed";
+
+/** CLI commands the plugin may run. Anything else is refused before spawning. */
+export const ZKR_OPERATIONS = ["remember", "search", "get", "correct", "delete", "review"] as const;
+export type ZkrOperation = (typeof ZKR_OPERATIONS)[number];
+
+export const DEFAULT_TIMEOUT_MS = 30_000;
+export const DEFAULT_KILL_GRACE_MS = 2_000;
+/** Cap on stdout + stderr bytes together. */
+export const MAX_OUTPUT_BYTES = 1_048_576;
+/** The CLI refuses requests above 1 MiB; refusing them here avoids spawning and a broken pipe. */
+export const MAX_REQUEST_BYTES = 1_048_576;
+
+/**
+ * Why a call failed. Kept on the error for logs, tests and control flow
+ * (`not_found` becomes a "not found" read result); it never carries data.
+ */
+export type ZkrFailureKind =
+  | "invalid_operation"
+  | "invalid_request"
+  | "request_too_large"
+  | "database_dir"
+  | "spawn"
+  | "aborted"
+  | "timeout"
+  | "output_limit"
+  | "exit"
+  | "not_found"
+  | "malformed_output";
+
+/**
+ * The single, redacted failure of a zkr CLI call. Its message is always
+ * `zkr command failed`, its name stays `Error` (so it prints as
+ * `Error: zkr command failed`) and it has no `cause`.
+ */
+export class ZkrCommandError extends Error {
+  readonly kind: ZkrFailureKind;
+
+  constructor(kind: ZkrFailureKind) {
+    super(ZKR_COMMAND_FAILED);
+    this.kind = kind;
+  }
+}
+
+export interface RunZkrOptions {
+  /** Executable path or name (resolved on PATH by the OS). Spawned directly, never via a shell. */
+  command: string;
+  /** Database path passed as `--db`. */
+  database: string;
+  /** Aborting kills the child and rejects the call. */
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  /** Time between SIGTERM and SIGKILL when a child has to be stopped. */
+  killGraceMs?: number;
+  maxOutputBytes?: number;
+  /** Child environment; defaults to the host's environment. */
+  env?: NodeJS.ProcessEnv;
+}
+
+function isRunning(child: ChildProcess): boolean {
+  return child.exitCode === null && child.signalCode === null;
+}
+
+/** True when the CLI's stderr is exactly the `record not found` envelope. */
+function isNotFoundEnvelope(stderr: Buffer): boolean {
+  if (stderr.length === 0 || stderr.length > 256) return false;
+  try {
+    const value = parseJsonSafely(stderr.toString("utf8"));
+    return isRecord(value) && value.error === "record not found";
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs `command --db database operation` with `input` as compact JSON on stdin
+ * and resolves with the parsed stdout value (any JSON type).
+ *
+ * Safety rules: no shell; fixed argument vector; only the six known
+ * operations; requests over 1 MiB are refused; a hard timeout (30 s default)
+ * and an output cap (1 MiB over stdout + stderr together) stop the child with
+ * SIGTERM, escalating to SIGKILL after a grace period; stdin errors (a child
+ * that exits without reading) are absorbed; stdout must be valid UTF-8 JSON
+ * and is parsed without prototype-pollution hazards. Every failure rejects
+ * with {@link ZkrCommandError} (`zkr command failed`); captured output is never
+ * echoed.
+ */
+export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrOptions): Promise<unknown> {
+  return new Promise<unknown>((resolvePromise, rejectPromise) => {
+    if (!(ZKR_OPERATIONS as readonly string[]).includes(operation)) {
+      rejectPromise(new ZkrCommandError("invalid_operation"));
+      return;
+    }
+    const signal = options.signal;
+    if (signal?.aborted) {
+      rejectPromise(new ZkrCommandError("aborted"));
+      return;
+    }
+    let body: Buffer;
+    try {
+      const text = JSON.stringify(input);
+      if (typeof text !== "string") throw new TypeError("not serializable");
+      body = Buffer.from(text, "utf8");
+    } catch {
+      rejectPromise(new ZkrCommandError("invalid_request"));
+      return;
+    }
+    if (body.length > MAX_REQUEST_BYTES) {
+      rejectPromise(new ZkrCommandError("request_too_large"));
+      return;
+    }
+
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
+    const maxOutputBytes = options.maxOutputBytes ?? MAX_OUTPUT_BYTES;
+
+    let child: ChildProcess;
+    try {
+      child = spawn(options.command, ["--db", options.database, operation], {
+        shell: false,
+        windowsHide: true,
+        stdio: ["pipe", "pipe", "pipe"],
+        env: options.env ?? process.env,
+      });
+    } catch {
+      rejectPromise(new ZkrCommandError("spawn"));
+      return;
+    }
+
+    let settled = false;
+    let outputBytes = 0;
+    const stdoutChunks: Buffer[] = [];
+    const stderrChunks: Buffer[] = [];
+    let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
+    let killTimer: ReturnType<typeof setTimeout> | undefined;
+
+    const onAbort = (): void => {
+      fail("aborted");
+    };
+
+    const settle = (): boolean => {
+      if (settled) return false;
+      settled = true;
+      if (timeoutTimer !== undefined) clearTimeout(timeoutTimer);
+      signal?.removeEventListener("abort", onAbort);
+      return true;
+    };
+
+    const stop = (): void => {
+      if (!isRunning(child)) return;
+      try {
+        child.kill("SIGTERM");
+      } catch {
+        // Already gone or not killable; the SIGKILL below is the last word.
+      }
+      killTimer = setTimeout(() => {
+        if (isRunning(child)) {
+          try {
+            child.kill("SIGKILL");
+          } catch {
+            // Nothing more to do.
+          }
+        }
+      }, killGraceMs);
+      killTimer.unref?.();
+    };
+
+    function fail(kind: ZkrFailureKind): void {
+      if (!settle()) return;
+      stop();
+      // Stop reading: nothing more is needed and a flooding child gets EPIPE.
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      rejectPromise(new ZkrCommandError(kind));
+    }
+
+    const collect = (chunks: Buffer[]) => (chunk: Buffer | string) => {
+      if (settled) return;
+      const buffer = typeof chunk === "string" ? Buffer.from(chunk, "utf8") : chunk;
+      outputBytes += buffer.length;
+      if (outputBytes > maxOutputBytes) {
+        fail("output_limit");
+        return;
+      }
+      chunks.push(buffer);
+    };
+
+    child.on("error", () => {
+      // Spawn failure (e.g. missing binary) or a failed kill; either way the call is over.
+      fail("spawn");
+    });
+    child.on("exit", () => {
+      if (killTimer !== undefined) clearTimeout(killTimer);
+    });
+    child.stdout?.on("data", collect(stdoutChunks));
+    child.stderr?.on("data", collect(stderrChunks));
+    // Ignore errors on the pipes themselves (EPIPE when the child exits early,
+    // ECONNRESET after destroy); the exit status decides the outcome.
+    child.stdin?.on("error", () => {});
+    child.stdout?.on("error", () => {});
+    child.stderr?.on("error", () => {});
+
+    child.on("close", (code: number | null) => {
+      if (settled) return;
+      if (code !== 0) {
+        fail(isNotFoundEnvelope(Buffer.concat(stderrChunks)) ? "not_found" : "exit");
+        return;
+      }
+      let value: unknown;
+      try {
+        const text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(stdoutChunks));
+        value = parseJsonSafely(text);
+      } catch {
+        fail("malformed_output");
+        return;
+      }
+      if (settle()) resolvePromise(value);
+    });
+
+    timeoutTimer = setTimeout(() => fail("timeout"), timeoutMs);
+    signal?.addEventListener("abort", onAbort, { once: true });
+
+    child.stdin?.end(body);
+  });
+}
+
+/** A bound CLI runner: one operation, one JSON request, optional abort signal. */
+export type ZkrRunner = (operation: ZkrOperation, input: unknown, signal?: AbortSignal) => Promise<unknown>;
+
+export interface ZkrRunnerSettings {
+  command: string;
+  database: string;
+  timeoutMs?: number;
+  killGraceMs?: number;
+  maxOutputBytes?: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+/**
+ * Binds {@link runZkr} to one executable and database. The database's parent
+ * directory is created (mode 0700) on the first call only, never at
+ * registration time, so loading the plugin touches nothing on disk.
+ */
+export function createZkrRunner(settings: ZkrRunnerSettings): ZkrRunner {
+  let directoryReady = false;
+  return async (operation, input, signal) => {
+    if (!directoryReady) {
+      try {
+        mkdirSync(dirname(settings.database), { recursive: true, mode: 0o700 });
+      } catch {
+        throw new ZkrCommandError("database_dir");
+      }
+      directoryReady = true;
+    }
+    const options: RunZkrOptions = { command: settings.command, database: settings.database };
+    if (signal !== undefined) options.signal = signal;
+    if (settings.timeoutMs !== undefined) options.timeoutMs = settings.timeoutMs;
+    if (settings.killGraceMs !== undefined) options.killGraceMs = settings.killGraceMs;
+    if (settings.maxOutputBytes !== undefined) options.maxOutputBytes = settings.maxOutputBytes;
+    if (settings.env !== undefined) options.env = settings.env;
+    return runZkr(operation, input, options);
+  };
+}

@@ -1,0 +1,163 @@
+/**
+ * Node.js smoke test: runs the plugin's TypeScript sources directly under the
+ * Node.js that OpenClaw itself requires (type stripping, no Bun), so the CLI
+ * runner's process handling is checked on the host runtime too.
+ *
+ * Usage: node scripts/node-smoke.ts ZKR_COMMAND
+ * (ZKR_COMMAND is the real zkr CLI, e.g. test/fixtures/zkr-python.sh).
+ */
+import assert from "node:assert/strict";
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { registerZkr, runZkr, ZKR_COMMAND_FAILED } from "../index.ts";
+import type { AnyAgentTool, MemoryPluginCapability } from "../sdk-types.ts";
+
+const zkrCommand = process.argv[2];
+if (!zkrCommand) {
+  console.error("usage: node scripts/node-smoke.ts ZKR_COMMAND");
+  process.exit(2);
+}
+
+const dir = mkdtempSync(join(tmpdir(), "zkr-openclaw-node-smoke-"));
+let passed = 0;
+let failed = 0;
+
+async function check(name: string, body: () => Promise<void>): Promise<void> {
+  try {
+    await body();
+    passed += 1;
+    console.log(`ok - ${name}`);
+  } catch (error) {
+    failed += 1;
+    console.log(`not ok - ${name}`);
+    console.log(error);
+  }
+}
+
+function script(name: string, body: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, `#!/bin/sh\n${body}\n`);
+  chmodSync(path, 0o755);
+  return path;
+}
+
+async function expectRedacted(promise: Promise<unknown>, kind: string): Promise<void> {
+  await assert.rejects(promise, (error: Error & { kind?: string }) => {
+    assert.equal(String(error), `Error: ${ZKR_COMMAND_FAILED}`);
+    assert.equal(error.kind, kind);
+    return true;
+  });
+}
+
+try {
+  const capabilities: MemoryPluginCapability[] = [];
+  const factories: Array<(ctx: { agentId?: string }) => AnyAgentTool[]> = [];
+  const api = {
+    pluginConfig: { command: zkrCommand, database: join(dir, "db", "memory.db"), tenant: "smoke" },
+    registerMemoryCapability: (capability: MemoryPluginCapability) => capabilities.push(capability),
+    registerTool: (factory: (ctx: { agentId?: string }) => AnyAgentTool[]) => factories.push(factory),
+  };
+  registerZkr(api as never, { home: join(dir, "home") });
+  const tools = new Map(factories.flatMap((factory) => factory({ agentId: "main" })).map((t) => [t.name, t]));
+  const call = async (name: string, params: unknown) =>
+    (await tools.get(name)!.execute("smoke", params)).details;
+
+  await check("zkr_store -> memory_search -> memory_get through the real zkr CLI", async () => {
+    const stored = (await call("zkr_store", {
+      kind: "conversation",
+      text: "Sam works at Acme",
+      captured_at: 1_767_225_600,
+      recorded_at: 1_767_225_601,
+      claim: {
+        subject: "Sam",
+        predicate: "employer",
+        value: "Acme",
+        kind: "fact",
+        valid_from: 1_767_225_600,
+      },
+    })) as { claim_id: string; evidence_id: string };
+    const hits = (await call("memory_search", { query: "Acme" })) as Array<Record<string, unknown>>;
+    const hit = hits.find((h) => h.path === `zkr://claim/${stored.claim_id}`);
+    assert.ok(hit, "claim hit");
+    assert.equal(hit.citation, stored.evidence_id);
+    const read = (await call("memory_get", { path: hit.path })) as Record<string, unknown>;
+    assert.equal(read.text, "Sam employer Acme");
+    const manager = (
+      await capabilities[0]!.runtime!.getMemorySearchManager({ cfg: {} as never, agentId: "main" })
+    ).manager!;
+    assert.equal(manager.status().provider, "zkr");
+  });
+
+  const db = join(dir, "x.db");
+  await check("missing binary", () =>
+    expectRedacted(runZkr("search", {}, { command: join(dir, "nope"), database: db }), "spawn"),
+  );
+  await check("non-JSON stdout", () =>
+    expectRedacted(
+      runZkr("search", {}, { command: script("nj.sh", "cat >/dev/null; echo not json"), database: db }),
+      "malformed_output",
+    ),
+  );
+  await check("non-zero exit", () =>
+    expectRedacted(
+      runZkr(
+        "search",
+        {},
+        { command: script("x.sh", "cat >/dev/null; echo boom >&2; exit 4"), database: db },
+      ),
+      "exit",
+    ),
+  );
+  await check("stdout flood", () =>
+    expectRedacted(
+      runZkr("search", {}, { command: script("fo.sh", "cat >/dev/null; yes flood-marker"), database: db }),
+      "output_limit",
+    ),
+  );
+  await check("stderr flood", () =>
+    expectRedacted(
+      runZkr(
+        "search",
+        {},
+        { command: script("fe.sh", "cat >/dev/null; yes flood-marker >&2"), database: db },
+      ),
+      "output_limit",
+    ),
+  );
+  await check("timeout with SIGKILL escalation", async () => {
+    const started = Date.now();
+    await expectRedacted(
+      runZkr(
+        "search",
+        {},
+        {
+          command: script("hang.sh", "trap '' TERM; while :; do sleep 0.05; done"),
+          database: db,
+          timeoutMs: 300,
+          killGraceMs: 300,
+        },
+      ),
+      "timeout",
+    );
+    assert.ok(Date.now() - started < 5_000);
+  });
+  await check("child exiting before reading a large request", async () => {
+    for (let i = 0; i < 5; i += 1) {
+      await expectRedacted(
+        runZkr(
+          "remember",
+          { text: "z".repeat(900_000) },
+          { command: script("early.sh", "exit 3"), database: db },
+        ),
+        "exit",
+      );
+    }
+  });
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+
+console.log(`node smoke: ${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);

@@ -1,0 +1,247 @@
+/**
+ * End-to-end tests against the REAL zkr CLI of this repository (no mock):
+ * $ZKR_TEST_COMMAND, else test/fixtures/zkr-python.sh, which runs
+ * `python -m zkr` from ../../src with the repository's .venv (or $ZKR_PYTHON).
+ */
+import { afterAll, describe, expect, test } from "bun:test";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+
+import { registerZkr } from "../index.ts";
+import { ZKR_COMMAND_FAILED } from "../runner.ts";
+import {
+  callTool,
+  cleanupTempDirs,
+  fakeApi,
+  REAL_ZKR_COMMAND,
+  rejection,
+  tempDir,
+  tool,
+  toolsFor,
+} from "./helpers.ts";
+
+afterAll(cleanupTempDirs);
+
+const TIMEOUT = 60_000;
+const T0 = 1_767_225_600; // 2026-01-01T00:00:00Z
+
+function plugin(extraConfig: Record<string, unknown> = {}) {
+  const home = tempDir("zkr-openclaw-home-");
+  const database = join(home, "data", "memory.db");
+  const { api, capabilities, tools } = fakeApi({ command: REAL_ZKR_COMMAND, database, ...extraConfig });
+  const registration = registerZkr(api, { home });
+  const runtime = capabilities[0]!.runtime!;
+  const managerFor = async (agentId: string) =>
+    (await runtime.getMemorySearchManager({ cfg: {} as never, agentId })).manager!;
+  return { database, tools, registration, managerFor, home };
+}
+
+interface RememberResult {
+  claim_id: string | null;
+  evidence_id: string;
+  source_id: string;
+}
+
+const storeAcme = {
+  kind: "conversation",
+  text: "Sam said he works at Acme as an engineer.",
+  captured_at: T0,
+  recorded_at: T0 + 10,
+  claim: { subject: "Sam", predicate: "employer", value: "Acme", kind: "fact", valid_from: T0 },
+};
+
+describe("real zkr CLI", () => {
+  test(
+    "store, then memory search maps the claim and memory_get reads it",
+    async () => {
+      const { tools, managerFor, database } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      const stored = (await callTool(built, "zkr_store", storeAcme)) as RememberResult;
+      expect(existsSync(database)).toBe(true);
+      expect(stored.claim_id).toMatch(/^[0-9a-f]{32}$/);
+      expect(stored.evidence_id).toMatch(/^[0-9a-f]{32}$/);
+
+      const manager = await managerFor("agent-a");
+      const hits = await manager.search("Acme", { minScore: 0.01 });
+      const claimHit = hits.find((hit) => hit.path === `zkr://claim/${stored.claim_id}`);
+      expect(claimHit).toBeDefined();
+      expect(claimHit!.snippet).toBe("Sam employer Acme");
+      expect(claimHit!.citation).toBe(stored.evidence_id);
+      expect(claimHit!.source).toBe("memory");
+      expect(claimHit!.score).toBeGreaterThan(0);
+      expect(claimHit!.score).toBeLessThanOrEqual(1);
+      expect(Number.isInteger(claimHit!.score * 10_000)).toBe(true);
+
+      const read = await callTool(built, "memory_get", { path: claimHit!.path });
+      expect(read).toEqual({
+        status: "ok",
+        text: "Sam employer Acme",
+        path: claimHit!.path,
+        from: 1,
+        lines: 1,
+        truncated: false,
+      });
+
+      const viaTool = (await callTool(built, "memory_search", { query: "Acme", maxResults: 5 })) as unknown[];
+      expect(viaTool).toContainEqual(claimHit);
+
+      const evidence = await manager.readFile({ relPath: `zkr://evidence/${stored.evidence_id}` });
+      expect(evidence).toMatchObject({ status: "ok", text: storeAcme.text });
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "zkr_search returns the CLI's cited pack",
+    async () => {
+      const { tools } = plugin({ tenant: "acme-corp" });
+      const built = toolsFor(tools, "agent-a");
+      const stored = (await callTool(built, "zkr_store", storeAcme)) as RememberResult;
+      const pack = (await callTool(built, "zkr_search", { query: "Acme", limit: 5 })) as {
+        items: Array<{ evidence_ids: string[]; memory: { id: string; kind: string } }>;
+        gaps: string[];
+        query: string;
+      };
+      expect(pack.query).toBe("Acme");
+      expect(pack.gaps).toEqual([]);
+      expect(pack.items.length).toBeGreaterThan(0);
+      expect(pack.items.some((entry) => entry.evidence_ids.includes(stored.evidence_id))).toBe(true);
+      const empty = (await callTool(built, "zkr_search", { query: "zebra" })) as {
+        items: unknown[];
+        gaps: string[];
+        query: string;
+      };
+      expect(empty).toEqual({ gaps: ["no cited memory matched"], items: [], query: "zebra" });
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "memory_get slices a multi-line source and reports unknown records as not_found",
+    async () => {
+      const { tools, managerFor } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      const lines = ["Meeting notes", "Alice owns the launch", "Bob owns the budget", "Carol owns hiring"];
+      const stored = (await callTool(built, "zkr_store", {
+        kind: "document",
+        text: lines.join("\n"),
+        captured_at: T0,
+        recorded_at: T0 + 1,
+      })) as RememberResult;
+      expect(stored.claim_id).toBeNull();
+      const manager = await managerFor("agent-a");
+      const path = `zkr://source/${stored.source_id}`;
+      expect(await manager.readFile({ relPath: path, from: 2, lines: 2 })).toEqual({
+        status: "ok",
+        text: "Alice owns the launch\nBob owns the budget",
+        path,
+        from: 2,
+        lines: 2,
+        truncated: true,
+        nextFrom: 4,
+      });
+      const hits = await manager.search("budget");
+      const sourceHit = hits.find((hit) => hit.path === path);
+      expect(sourceHit).toBeDefined();
+      expect(sourceHit!.endLine).toBe(4);
+      expect(await manager.readFile({ relPath: "zkr://claim/00000000000000000000000000000000" })).toEqual({
+        status: "not_found",
+        text: "",
+        path: "zkr://claim/00000000000000000000000000000000",
+      });
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "agents are isolated by person scope",
+    async () => {
+      const { tools, managerFor } = plugin();
+      const stored = (await callTool(toolsFor(tools, "agent-a"), "zkr_store", storeAcme)) as RememberResult;
+      expect(await (await managerFor("agent-a")).search("Acme")).not.toEqual([]);
+      expect(await (await managerFor("agent-b")).search("Acme")).toEqual([]);
+      expect(
+        await (await managerFor("agent-b")).readFile({ relPath: `zkr://claim/${stored.claim_id}` }),
+      ).toEqual({
+        status: "not_found",
+        text: "",
+        path: `zkr://claim/${stored.claim_id}`,
+      });
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "a retried identical zkr_store returns the original ids",
+    async () => {
+      const { tools } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      const first = await callTool(built, "zkr_store", storeAcme);
+      const second = await callTool(built, "zkr_store", storeAcme);
+      expect(second).toEqual(first);
+      const other = await callTool(built, "zkr_store", {
+        ...storeAcme,
+        recorded_at: storeAcme.recorded_at + 1,
+      });
+      expect((other as RememberResult).source_id).not.toBe((first as RememberResult).source_id);
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "a CLI validation failure is one redacted error",
+    async () => {
+      const { tools } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      const error = await rejection(tool(built, "zkr_search").execute("id", { query: "   " }));
+      expect(String(error)).toBe("Error: zkr command failed");
+      expect(error.message).toBe(ZKR_COMMAND_FAILED);
+      const storeError = await rejection(
+        tool(built, "zkr_store").execute("id", { ...storeAcme, text: " ", claim: undefined }),
+      );
+      expect(storeError.message).toBe(ZKR_COMMAND_FAILED);
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "correct, reflect citing the correction, then delete the correction source",
+    async () => {
+      const { tools, managerFor } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      const stored = (await callTool(built, "zkr_store", storeAcme)) as RememberResult;
+      const corrected = (await callTool(built, "zkr_correct", {
+        claim_id: stored.claim_id,
+        text: "Correction: Sam now works at Globex, detailed in the offer letter.",
+        value: "Globex",
+        valid_at: T0 + 100,
+        recorded_at: T0 + 110,
+      })) as { claim_id: string; evidence_id: string; source_id: string; superseded_claim_id: string };
+      expect(corrected.superseded_claim_id).toBe(stored.claim_id!);
+
+      const manager = await managerFor("agent-a");
+      const hits = await manager.search("Globex");
+      expect(hits.map((hit) => hit.path)).toContain(`zkr://claim/${corrected.claim_id}`);
+
+      const review = (await callTool(built, "zkr_reflect", {
+        day: "2026-01-01",
+        summary: "Sam changed employer to Globex.",
+        evidence_ids: [corrected.evidence_id],
+        recorded_at: T0 + 120,
+      })) as { id: string };
+      expect(typeof review.id).toBe("string");
+
+      const deleted = (await callTool(built, "zkr_delete", {
+        source_id: corrected.source_id,
+        deleted_at: T0 + 130,
+      })) as { claim_count: number; evidence_count: number; source_id: string };
+      expect(deleted.source_id).toBe(corrected.source_id);
+      expect(deleted.claim_count).toBe(1);
+      expect(await manager.search("detailed")).toEqual([]);
+      expect(await manager.readFile({ relPath: `zkr://claim/${corrected.claim_id}` })).toMatchObject({
+        status: "not_found",
+      });
+    },
+    TIMEOUT,
+  );
+});
