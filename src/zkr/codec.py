@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable, Iterable
 from enum import Enum
@@ -296,4 +295,6 @@ def cli_dumps(value: Any) -> str:
 
 def sha256_tagged(text: str) -> str:
     """``sha256:`` + 64 lowercase hex digits of the UTF-8 bytes of ``text``."""
+    import hashlib  # off the CLI start-up path: only hashing commands pay for it
+
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,5 +1,8 @@
 """Records, enums and the typed request/response values of every command.
 
+Values are immutable ``NamedTuple`` classes: they cost a fraction of dataclasses at import
+time, which matters for a CLI that starts a fresh process per call.
+
 Each request type has a ``from_json`` constructor that applies the CLI decoding rules of
 spec/cli.md §5 (required fields, integer widths, ``null`` only where the field is optional,
 unknown fields ignored except for ``profile``). The library API (:class:`zkr.MemoryDb`) takes
@@ -11,9 +14,9 @@ points (0..10000); relevance in basis points (0..10000).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from zkr.codec import Fields
 
@@ -106,8 +109,7 @@ def is_legal_state(tier: Tier, status: Status, state: ProcessingState) -> bool:
     return not (tier is not Tier.SHORT_TERM and state is not ProcessingState.PROCESSED)
 
 
-@dataclass(frozen=True, order=True)
-class Target:
+class Target(NamedTuple):
     """A retrieval/projection target ``{"kind": ..., "id": ...}``."""
 
     kind: TargetKind
@@ -126,8 +128,7 @@ class Target:
         return (TARGET_RANK[self.kind], self.id)
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     tenant_id: str
     person_id: str
 
@@ -139,8 +140,7 @@ def _scope(f: Fields) -> tuple[str, str]:
 # --------------------------------------------------------------------------- remember
 
 
-@dataclass(frozen=True)
-class ClaimInput:
+class ClaimInput(NamedTuple):
     subject: str
     predicate: str
     value: str
@@ -164,8 +164,7 @@ class ClaimInput:
         )
 
 
-@dataclass(frozen=True)
-class Locator:
+class Locator(NamedTuple):
     """A transcript locator; ``start_ms``/``end_ms`` are unsigned milliseconds."""
 
     device_id: str
@@ -198,8 +197,7 @@ class Locator:
         }
 
 
-@dataclass(frozen=True)
-class RememberRequest:
+class RememberRequest(NamedTuple):
     tenant_id: str
     person_id: str
     kind: SourceKind
@@ -229,8 +227,7 @@ class RememberRequest:
         )
 
 
-@dataclass(frozen=True)
-class RememberResult:
+class RememberResult(NamedTuple):
     source_id: str
     evidence_id: str
     claim_id: str | None
@@ -243,8 +240,7 @@ class RememberResult:
         }
 
 
-@dataclass(frozen=True)
-class LocatorRequest:
+class LocatorRequest(NamedTuple):
     tenant_id: str
     person_id: str
     evidence_id: str
@@ -259,8 +255,7 @@ class LocatorRequest:
 # --------------------------------------------------------------------------- retrieval
 
 
-@dataclass(frozen=True)
-class QueryEmbedding:
+class QueryEmbedding(NamedTuple):
     vector: list[float]
     model: str
     version: str
@@ -272,8 +267,7 @@ class QueryEmbedding:
         )
 
 
-@dataclass(frozen=True)
-class AsOf:
+class AsOf(NamedTuple):
     valid_at: int
     recorded_at: int
 
@@ -282,8 +276,7 @@ class AsOf:
         return cls(valid_at=f.i64("valid_at"), recorded_at=f.i64("recorded_at"))
 
 
-@dataclass(frozen=True)
-class SearchRequest:
+class SearchRequest(NamedTuple):
     tenant_id: str
     person_id: str
     query: str
@@ -307,8 +300,7 @@ class SearchRequest:
         )
 
 
-@dataclass(frozen=True)
-class RetrievalItem:
+class RetrievalItem(NamedTuple):
     """One cited item of a retrieval pack (spec/retrieval.md §7)."""
 
     memory: Target
@@ -328,8 +320,7 @@ class RetrievalItem:
 NO_MATCH_GAP = "no cited memory matched"
 
 
-@dataclass(frozen=True)
-class RetrievalPack:
+class RetrievalPack(NamedTuple):
     query: str
     items: list[RetrievalItem]
     gaps: list[str]
@@ -342,8 +333,7 @@ class RetrievalPack:
         }
 
 
-@dataclass(frozen=True)
-class GetRequest:
+class GetRequest(NamedTuple):
     tenant_id: str
     person_id: str
     target: Target
@@ -358,8 +348,7 @@ class GetRequest:
 # --------------------------------------------------------------------------- lifecycle
 
 
-@dataclass(frozen=True)
-class CorrectRequest:
+class CorrectRequest(NamedTuple):
     tenant_id: str
     person_id: str
     claim_id: str
@@ -383,8 +372,7 @@ class CorrectRequest:
         )
 
 
-@dataclass(frozen=True)
-class CorrectResult:
+class CorrectResult(NamedTuple):
     source_id: str
     evidence_id: str
     claim_id: str
@@ -399,8 +387,7 @@ class CorrectResult:
         }
 
 
-@dataclass(frozen=True)
-class ClaimTierRequest:
+class ClaimTierRequest(NamedTuple):
     """Request of ``promote`` and ``archive``."""
 
     tenant_id: str
@@ -415,8 +402,7 @@ class ClaimTierRequest:
         return cls(tenant, person, f.string("claim_id"), f.i64("recorded_at"))
 
 
-@dataclass(frozen=True)
-class LinkRequest:
+class LinkRequest(NamedTuple):
     tenant_id: str
     person_id: str
     claim_id: str
@@ -438,8 +424,7 @@ class LinkRequest:
         )
 
 
-@dataclass(frozen=True)
-class DeleteRequest:
+class DeleteRequest(NamedTuple):
     tenant_id: str
     person_id: str
     source_id: str
@@ -452,8 +437,7 @@ class DeleteRequest:
         return cls(tenant, person, f.string("source_id"), f.i64("deleted_at"))
 
 
-@dataclass(frozen=True)
-class DeleteResult:
+class DeleteResult(NamedTuple):
     source_id: str
     evidence_count: int
     claim_count: int
@@ -466,8 +450,7 @@ class DeleteResult:
         }
 
 
-@dataclass(frozen=True)
-class LimitRequest:
+class LimitRequest(NamedTuple):
     """Requests that carry only scope and ``limit``: repair, profiles, reviews."""
 
     tenant_id: str
@@ -484,8 +467,7 @@ class LimitRequest:
 PROFILE_FIELDS = ("tenant_id", "person_id", "stability", "claim_id", "recorded_at")
 
 
-@dataclass(frozen=True)
-class ProfileRequest:
+class ProfileRequest(NamedTuple):
     tenant_id: str
     person_id: str
     stability: Stability
@@ -506,8 +488,7 @@ class ProfileRequest:
         )
 
 
-@dataclass(frozen=True)
-class ProfileEntry:
+class ProfileEntry(NamedTuple):
     id: str
     tenant_id: str
     person_id: str
@@ -531,8 +512,7 @@ class ProfileEntry:
         }
 
 
-@dataclass(frozen=True)
-class ReviewRequest:
+class ReviewRequest(NamedTuple):
     tenant_id: str
     person_id: str
     day: str
@@ -554,8 +534,7 @@ class ReviewRequest:
         )
 
 
-@dataclass(frozen=True)
-class DailyReview:
+class DailyReview(NamedTuple):
     id: str
     day: str
     summary: str
@@ -575,8 +554,7 @@ class DailyReview:
 # --------------------------------------------------------------------------- embeddings
 
 
-@dataclass(frozen=True)
-class ProjectionsRequest:
+class ProjectionsRequest(NamedTuple):
     tenant_id: str
     person_id: str
     model: str
@@ -596,8 +574,7 @@ class ProjectionsRequest:
         )
 
 
-@dataclass(frozen=True)
-class EmbeddingInput:
+class EmbeddingInput(NamedTuple):
     vector: list[float]
     model: str
     version: str
@@ -617,8 +594,7 @@ class EmbeddingInput:
         )
 
 
-@dataclass(frozen=True)
-class EmbedRequest:
+class EmbedRequest(NamedTuple):
     tenant_id: str
     person_id: str
     target: Target
@@ -639,8 +615,7 @@ class EmbedRequest:
 # --------------------------------------------------------------------------- sync
 
 
-@dataclass(frozen=True)
-class ExportRequest:
+class ExportRequest(NamedTuple):
     tenant_id: str
     person_id: str
     export_format: int
@@ -664,15 +639,14 @@ class ExportRequest:
         )
 
 
-@dataclass(frozen=True)
-class ApplyRequest:
+class ApplyRequest(NamedTuple):
     """``commits`` stays raw JSON here; :mod:`zkr.store.apply` parses each record strictly."""
 
     tenant_id: str
     person_id: str
     export_format: int
     database_schema_version: int | None = None
-    commits: list[Any] = field(default_factory=list)
+    commits: Sequence[Any] = ()
 
     @classmethod
     def from_json(cls, value: Any) -> ApplyRequest:

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-import secrets
+import os
 
 from zkr.errors import InvalidInput
 
@@ -52,7 +52,7 @@ def cap_excerpt(text: str, limit: int = EXCERPT_LIMIT_BYTES) -> str:
 
 def new_id() -> str:
     """A fresh 32-lowercase-hex id (16 random bytes)."""
-    return secrets.token_hex(16)
+    return os.urandom(16).hex()
 
 
 def bounded_limit(limit: int) -> int:
