@@ -1,9 +1,569 @@
-"""Placeholder: implemented by its own issue."""
+"""``correct``, ``link``, ``promote``, ``archive`` and ``delete`` (spec/lifecycle.md §3.3-3.7).
+
+Each mutation validates what needs no database first, then runs inside one
+``BEGIN IMMEDIATE`` transaction (:func:`~zkr.store.db.write_tx`) that writes the rows, the
+projection-repair outbox rows and operation rows of spec/lifecycle.md §1.5, and appends exactly
+one commit (§1.4) — or, for a no-op (identical ``link``, ``archive`` of an archived claim),
+nothing at all. Any error rolls everything back.
+
+``delete`` is set-based: the whole cascade is a fixed number of statements however many claims
+the source supports (retraction, outbox rows and sweeps are single statements over JSON id
+arrays and ``RETURNING`` clauses); only the commit's event rows grow with the record count.
+Deliberate deviations from the reference are listed in docs/decisions-lifecycle.md.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import sqlite3
+
+from zkr.errors import InvalidInput, NotFound, StorageError
+from zkr.model import (
+    ClaimKind,
+    ClaimTierRequest,
+    CorrectRequest,
+    CorrectResult,
+    DeleteRequest,
+    DeleteResult,
+    LinkRequest,
+    Locator,
+    ProcessingState,
+    Relation,
+    SourceKind,
+    Status,
+    Tier,
+    quoted,
+)
+from zkr.store import feed
+from zkr.store.db import write_tx
+from zkr.text import new_id, require_scope, require_text
+
+FULL_CONFIDENCE = 10_000
+MAX_CONFIDENCE = 10_000
+INTERVAL_TRIGGER = "invalid claim half-open time interval"
+
+# Outbox reasons and operation types (bare, spec/storage.md §2.3).
+SUPERSEDED_SYNC = "superseded_sync"
+DELETE_SYNC = "delete_sync"
+TIER_CHANGED = "tier_changed"
+
+_SUPPORTS = quoted(Relation.SUPPORTS.value)
 
 
-def __getattr__(name: str) -> Any:
-    raise NotImplementedError(f"zkr.store.lifecycle.{name} is not implemented yet")
+# --------------------------------------------------------------------------- shared writes
+
+
+def enqueue(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    target_kind: str,
+    target_id: str,
+    reason: str,
+    created_at: int,
+) -> None:
+    """One pending projection-repair outbox row (spec/lifecycle.md §1.5)."""
+    conn.execute(
+        "INSERT INTO memory_repair_outbox (id, tenant_id, person_id, target_kind, target_id,"
+        " reason, created_at, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
+        (new_id(), tenant_id, person_id, target_kind, target_id, reason, created_at),
+    )
+
+
+def log_operation(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    operation_type: str,
+    claim_id: str,
+    recorded_at: int,
+) -> None:
+    """One ``success`` row of ``memory_operations`` targeting a claim (spec/lifecycle.md §1.5)."""
+    conn.execute(
+        "INSERT INTO memory_operations (id, tenant_id, person_id, operation_type, status,"
+        " target_kind, target_id, recorded_at) VALUES (?, ?, ?, ?, 'success', 'claim', ?, ?)",
+        (new_id(), tenant_id, person_id, operation_type, claim_id, recorded_at),
+    )
+
+
+# --------------------------------------------------------------------------- correct
+
+
+def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
+    """Supersede an accepted claim with a ``user_correction`` source (spec/lifecycle.md §3.3).
+
+    Raises ``InvalidInput`` (blank text/value, timestamps that do not advance the old
+    intervals), ``NotFound`` (no accepted claim in scope) and ``StorageError`` (the legal-state
+    trigger for an archived claim, ``stored claim kind is invalid``, oversized records).
+    """
+    require_scope(req.tenant_id, req.person_id)
+    require_text(req.text, "correction text")
+    require_text(req.value, "value")
+    t, p = req.tenant_id, req.person_id
+    with write_tx(conn):
+        # §3.3 step 4: archived, short_term and pending claims all qualify; only status counts.
+        old = conn.execute(
+            "SELECT subject, predicate, kind, valid_from, recorded_from FROM claims"
+            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND status = 'accepted'",
+            (req.claim_id, t, p),
+        ).fetchone()
+        if old is None:
+            raise NotFound()
+        subject, predicate, stored_kind, valid_from, recorded_from = old
+        if req.valid_at <= valid_from or req.recorded_at <= recorded_from:
+            raise InvalidInput(
+                "correction timestamps must advance the original valid and recorded intervals"
+            )
+        source_id, evidence_id, claim_id = new_id(), new_id(), new_id()
+        # Writes 2-3: the correction source (captured_at = valid_at, §5 item 8) and its evidence.
+        conn.execute(
+            "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content, captured_at,"
+            " recorded_at, deleted_at, ingestion_key) VALUES (?, ?, ?, 1, ?, ?, ?, ?, NULL, NULL)",
+            (
+                source_id,
+                t,
+                p,
+                quoted(SourceKind.USER_CORRECTION.value),
+                req.text,
+                req.valid_at,
+                req.recorded_at,
+            ),
+        )
+        conn.execute(
+            "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?, ?, ?, ?)",
+            (source_id, t, p, req.text),
+        )
+        conn.execute(
+            "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision, quote,"
+            " recorded_at, deleted_at) VALUES (?, ?, ?, ?, 1, ?, ?, NULL)",
+            (evidence_id, t, p, source_id, req.text, req.recorded_at),
+        )
+        # Write 4: close both intervals; tier/state kept, so an archived claim trips the
+        # legal-state trigger ("illegal memory state combination", §3.3 step 6).
+        conn.execute(
+            "UPDATE claims SET status = 'superseded', valid_until = ?, recorded_until = ?"
+            " WHERE id = ?",
+            (req.valid_at, req.recorded_at, req.claim_id),
+        )
+        enqueue(conn, t, p, "claim", req.claim_id, SUPERSEDED_SYNC, req.recorded_at)
+        # Writes 1 + 6: the profile entries the old claim backed (deletion records in id order).
+        removed_profiles = sorted(
+            row[0]
+            for row in conn.execute(
+                "DELETE FROM profile_entries WHERE tenant_id = ? AND person_id = ? AND claim_id = ?"
+                " RETURNING id",
+                (t, p, req.claim_id),
+            )
+        )
+        # Write 7: the replacement is always long_term/processed (§5 item 7).
+        if stored_kind not in feed.CLAIM_KINDS:
+            raise StorageError("stored claim kind is invalid")
+        kind = ClaimKind(stored_kind)
+        tier, state = Tier.LONG_TERM.value, ProcessingState.PROCESSED.value
+        conn.execute(
+            "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
+            " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', ?, ?, ?)",
+            (
+                claim_id,
+                t,
+                p,
+                subject,
+                predicate,
+                req.value,
+                req.valid_at,
+                req.recorded_at,
+                tier,
+                state,
+                kind.value,
+            ),
+        )
+        conn.execute(
+            "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
+            " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
+            (t, p, claim_id, evidence_id, _SUPPORTS, FULL_CONFIDENCE),
+        )
+        # Writes 8-9: origins, then the correction row (its trigger checks that lineage).
+        conn.execute(
+            "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ? WHERE id = ?",
+            (evidence_id, claim_id, source_id),
+        )
+        conn.execute(
+            "INSERT INTO corrections (tenant_id, person_id, superseded_claim_id, claim_id,"
+            " source_id, evidence_id, valid_at, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (t, p, req.claim_id, claim_id, source_id, evidence_id, req.valid_at, req.recorded_at),
+        )
+        # Feed (§3.3): source, evidence, old claim, new claim, link, correction, deletions.
+        records = [
+            feed.source_body(
+                id=source_id,
+                tenant_id=t,
+                person_id=p,
+                revision=1,
+                kind=SourceKind.USER_CORRECTION.value,
+                content=req.text,
+                captured_at=req.valid_at,
+                recorded_at=req.recorded_at,
+                deleted_at=None,
+                ingestion_key=None,
+                origin_evidence_id=evidence_id,
+                origin_claim_id=claim_id,
+            ),
+            feed.evidence_body(
+                id=evidence_id,
+                tenant_id=t,
+                person_id=p,
+                source_id=source_id,
+                source_revision=1,
+                quote=req.text,
+                recorded_at=req.recorded_at,
+                locator=None,
+                deleted_at=None,
+            ),
+            feed.claim_record(conn, req.claim_id),
+            feed.claim_body(
+                id=claim_id,
+                tenant_id=t,
+                person_id=p,
+                subject=subject,
+                predicate=predicate,
+                value=req.value,
+                kind=kind.value,
+                valid_from=req.valid_at,
+                valid_until=None,
+                recorded_from=req.recorded_at,
+                recorded_until=None,
+                status=Status.ACCEPTED.value,
+                tier=tier,
+                processing_state=state,
+            ),
+            feed.claim_evidence_body(
+                t, p, claim_id, evidence_id, Relation.SUPPORTS.value, FULL_CONFIDENCE
+            ),
+            feed.correction_body(
+                t, p, req.claim_id, claim_id, source_id, evidence_id, req.valid_at, req.recorded_at
+            ),
+        ]
+        records.extend(
+            feed.deletion_body(t, p, "profile_entry", entry_id, req.recorded_at)
+            for entry_id in removed_profiles
+        )
+        feed.append_commit(conn, t, p, req.recorded_at, records)
+    return CorrectResult(source_id, evidence_id, claim_id, req.claim_id)
+
+
+# --------------------------------------------------------------------------- link
+
+
+def link(conn: sqlite3.Connection, req: LinkRequest) -> None:
+    """Attach supporting or contradicting evidence to an accepted claim (spec/lifecycle.md §3.4).
+
+    An identical existing link is a silent no-op (no commit). Raises ``InvalidInput`` for the
+    blank-id messages (``tenant id must not be empty`` …, with a space), the confidence bound
+    and a conflicting existing link; ``NotFound`` for a non-accepted claim or non-live evidence.
+    """
+    # §3.4 step 1: link's own blank checks run first and use spaces; the reference's later
+    # underscore scope check can never fire, so it is omitted (docs/decisions-lifecycle.md).
+    require_text(req.tenant_id, "tenant id")
+    require_text(req.person_id, "person id")
+    require_text(req.claim_id, "claim id")
+    require_text(req.evidence_id, "evidence id")
+    if req.confidence_basis_points > MAX_CONFIDENCE:
+        points = req.confidence_basis_points
+        raise InvalidInput(f"confidence {points} must be at most {MAX_CONFIDENCE} basis points")
+    t, p = req.tenant_id, req.person_id
+    relation = quoted(req.relation.value)
+    with write_tx(conn):
+        claim = conn.execute(
+            "SELECT recorded_from FROM claims"
+            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND status = 'accepted'",
+            (req.claim_id, t, p),
+        ).fetchone()
+        evidence = conn.execute(
+            "SELECT recorded_at FROM evidence"
+            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+            (req.evidence_id, t, p),
+        ).fetchone()
+        if claim is None or evidence is None:
+            raise NotFound()
+        existing = conn.execute(
+            "SELECT relation, confidence_basis_points FROM claim_evidence"
+            " WHERE tenant_id = ? AND person_id = ? AND claim_id = ? AND evidence_id = ?",
+            (t, p, req.claim_id, req.evidence_id),
+        ).fetchone()
+        if existing is not None:
+            if tuple(existing) == (relation, req.confidence_basis_points):
+                return
+            raise InvalidInput("claim evidence link conflicts with existing payload")
+        conn.execute(
+            "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
+            " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
+            (t, p, req.claim_id, req.evidence_id, relation, req.confidence_basis_points),
+        )
+        # The commit's recorded_at is derived, not supplied (§3.4 "Feed", §5 item 19).
+        recorded_at = max(claim[0], evidence[0])
+        record = feed.claim_evidence_body(
+            t, p, req.claim_id, req.evidence_id, req.relation.value, req.confidence_basis_points
+        )
+        feed.append_commit(conn, t, p, recorded_at, [record])
+
+
+# --------------------------------------------------------------------------- promote / archive
+
+
+def _tier_row(conn: sqlite3.Connection, req: ClaimTierRequest) -> tuple[str, str, str, int]:
+    """(status, processing_state, tier, recorded_from) of a scoped claim.
+
+    An unknown claim is the raw driver error ``Query returned no rows`` in the reference (§5
+    item 1); that text is kept because the CLI shows it.
+    """
+    row = conn.execute(
+        "SELECT status, processing_state, tier, recorded_from FROM claims"
+        " WHERE id = ? AND tenant_id = ? AND person_id = ?",
+        (req.claim_id, req.tenant_id, req.person_id),
+    ).fetchone()
+    if row is None:
+        raise StorageError("Query returned no rows")
+    return row[0], row[1], row[2], row[3]
+
+
+def _change_tier(
+    conn: sqlite3.Connection, req: ClaimTierRequest, tier: Tier, operation: str
+) -> None:
+    """The shared writes of promote/archive: tier, outbox, operation row, one claim record."""
+    t, p = req.tenant_id, req.person_id
+    conn.execute("UPDATE claims SET tier = ? WHERE id = ?", (tier.value, req.claim_id))
+    enqueue(conn, t, p, "claim", req.claim_id, TIER_CHANGED, req.recorded_at)
+    log_operation(conn, t, p, operation, req.claim_id, req.recorded_at)
+    feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id)])
+
+
+def promote(conn: sqlite3.Connection, req: ClaimTierRequest) -> str:
+    """Move an accepted, processed short_term claim to long_term (spec/lifecycle.md §3.5).
+
+    Returns the claim id. Raises ``StorageError('Query returned no rows')`` for an unknown
+    claim and ``InvalidInput`` for the promotion rules, in the spec's order.
+    """
+    require_scope(req.tenant_id, req.person_id)
+    with write_tx(conn):
+        status, state, tier, recorded_from = _tier_row(conn, req)
+        if status != Status.ACCEPTED.value:
+            raise InvalidInput("promotion requires an active claim")
+        if state != ProcessingState.PROCESSED.value:
+            raise InvalidInput("promotion requires processing_state=processed")
+        if tier != Tier.SHORT_TERM.value:
+            raise InvalidInput("promotion requires tier=short_term")
+        if req.recorded_at < recorded_from:
+            raise InvalidInput("promotion recorded_at must not predate claim")
+        _change_tier(conn, req, Tier.LONG_TERM, "promote")
+    return req.claim_id
+
+
+def archive(conn: sqlite3.Connection, req: ClaimTierRequest) -> str:
+    """Move a processed, non-superseded claim to the archive tier (spec/lifecycle.md §3.6).
+
+    Returns the claim id. An already archived claim is an immediate no-op success, before any
+    other check (§5 item 3); retracted claims may be archived (§5 item 4).
+    """
+    require_scope(req.tenant_id, req.person_id)
+    with write_tx(conn):
+        status, state, tier, recorded_from = _tier_row(conn, req)
+        if tier == Tier.ARCHIVE.value:
+            return req.claim_id
+        if status == Status.SUPERSEDED.value:
+            raise InvalidInput("archive cannot be superseded")
+        if state != ProcessingState.PROCESSED.value:
+            raise InvalidInput("archive requires processing_state=processed")
+        if req.recorded_at < recorded_from:
+            raise InvalidInput("archive recorded_at must not predate claim")
+        _change_tier(conn, req, Tier.ARCHIVE, "archive")
+    return req.claim_id
+
+
+# --------------------------------------------------------------------------- delete
+
+# §2.3 retraction, as one statement: accepted claims linked (either relation) to evidence of
+# the source that — the evidence now being tombstoned — have no `supports` link to live
+# evidence. Returns the post-state of every retracted claim for the feed.
+_RETRACT_SQL = f"""
+UPDATE claims SET status = 'retracted', recorded_until = :deleted_at
+WHERE +tenant_id = :t AND +person_id = :p AND +status = 'accepted'
+  AND id IN (
+    -- The unary `+`s keep the planner on the primary key of claims and on
+    -- zkr_claim_evidence_by_evidence, instead of scanning the scope's claims or links.
+    SELECT ce.claim_id FROM evidence e
+    JOIN claim_evidence ce ON ce.evidence_id = e.id AND +ce.tenant_id = :t AND +ce.person_id = :p
+    WHERE e.tenant_id = :t AND e.person_id = :p AND e.source_id = :source)
+  AND NOT EXISTS (
+    SELECT 1 FROM claim_evidence ce
+    JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
+         AND e.deleted_at IS NULL
+    WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = claims.id
+      AND ce.relation = '{_SUPPORTS}')
+RETURNING id, subject, predicate, value, kind, valid_from, valid_until, recorded_from,
+  recorded_until, status, tier, processing_state
+"""
+
+# §3.7 write 5: every outbox row of one delete in a single statement, in the given order.
+_ENQUEUE_MANY_SQL = f"""
+INSERT INTO memory_repair_outbox (id, tenant_id, person_id, target_kind, target_id, reason,
+  created_at, processed_at)
+SELECT lower(hex(randomblob(16))), :t, :p, json_extract(value, '$[0]'),
+  json_extract(value, '$[1]'), '{DELETE_SYNC}', :deleted_at, NULL
+FROM json_each(:targets) ORDER BY key
+"""
+
+# §3.7 write 6: the scope-wide sweep of entries backed by retracted claims (§5 item 12).
+_SWEEP_PROFILES_SQL = """
+DELETE FROM profile_entries
+WHERE tenant_id = :t AND person_id = :p
+  AND EXISTS (SELECT 1 FROM claims c
+              WHERE c.id = profile_entries.claim_id AND c.tenant_id = :t AND c.person_id = :p
+                AND c.status = 'retracted')
+RETURNING id
+"""
+
+# §3.7 write 7: reviews citing any evidence of the source, even alongside live evidence.
+_DELETE_REVIEWS_SQL = """
+DELETE FROM daily_reviews
+WHERE tenant_id = :t AND person_id = :p
+  AND EXISTS (SELECT 1 FROM json_each(daily_reviews.evidence_ids) j
+              JOIN evidence e ON e.id = j.value AND e.tenant_id = :t AND e.person_id = :p
+              WHERE e.source_id = :source)
+RETURNING id
+"""
+
+_EVIDENCE_ROWS_SQL = """
+SELECT e.id, e.source_revision, e.quote, e.recorded_at, e.deleted_at,
+  l.evidence_id, l.device_id, l.provider, l.stream_id, l.segment_id, l.start_ms, l.end_ms
+FROM evidence e
+LEFT JOIN evidence_locators l ON l.evidence_id = e.id AND l.tenant_id = :t AND l.person_id = :p
+WHERE e.tenant_id = :t AND e.person_id = :p AND e.source_id = :source
+ORDER BY e.id
+"""
+
+
+def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
+    """Tombstone a source and cascade (spec/lifecycle.md §3.7).
+
+    Raises ``NotFound`` (unknown or already tombstoned source) and ``InvalidInput``
+    (``deleted_at cannot predate source recording``, ``deleted_at must advance affected
+    claims' recorded intervals``).
+    """
+    require_scope(req.tenant_id, req.person_id)
+    t, p, at = req.tenant_id, req.person_id, req.deleted_at
+    params = {"t": t, "p": p, "source": req.source_id, "deleted_at": at}
+    with write_tx(conn):
+        source = conn.execute(
+            "SELECT recorded_at FROM sources"
+            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+            (req.source_id, t, p),
+        ).fetchone()
+        if source is None:
+            raise NotFound()
+        if at < source[0]:
+            raise InvalidInput("deleted_at cannot predate source recording")
+        # Writes 1-3: tombstone (content kept, §5 item 16), drop FTS, tombstone live evidence.
+        conn.execute(
+            "UPDATE sources SET deleted_at = ?, revision = revision + 1 WHERE id = ?",
+            (at, req.source_id),
+        )
+        conn.execute(
+            "DELETE FROM source_fts WHERE source_id = ? AND tenant_id = ? AND person_id = ?",
+            (req.source_id, t, p),
+        )
+        evidence_count = conn.execute(
+            "UPDATE evidence SET deleted_at = :deleted_at WHERE tenant_id = :t AND person_id = :p"
+            " AND source_id = :source AND deleted_at IS NULL",
+            params,
+        ).rowcount
+        # Write 4: retraction; the interval trigger means deleted_at <= some recorded_from.
+        try:
+            retracted = sorted(conn.execute(_RETRACT_SQL, params).fetchall())
+        except sqlite3.IntegrityError as exc:
+            if str(exc) == INTERVAL_TRIGGER:
+                raise InvalidInput(
+                    "deleted_at must advance affected claims' recorded intervals"
+                ) from None
+            raise
+        # Pre-collection (a) is read after the writes: tombstoning changes no id or ordering.
+        evidence_rows = conn.execute(_EVIDENCE_ROWS_SQL, params).fetchall()
+        # Write 5: outbox rows for the source, each evidence of (a), then each retracted claim.
+        targets = [["source", req.source_id]]
+        targets += [["evidence", row[0]] for row in evidence_rows]
+        targets += [["claim", row[0]] for row in retracted]
+        conn.execute(_ENQUEUE_MANY_SQL, {**params, "targets": json.dumps(targets)})
+        # Writes 6-7: profile sweep and review removal, ids back in id order for the feed.
+        profiles = sorted(row[0] for row in conn.execute(_SWEEP_PROFILES_SQL, params))
+        reviews = sorted(row[0] for row in conn.execute(_DELETE_REVIEWS_SQL, params))
+        # Feed (§3.7): source, its deletion, evidence + deletion pairs, retracted claims,
+        # profile_entry deletions, daily_review deletions; every deletion at deleted_at.
+        records = [
+            feed.source_record(conn, req.source_id),
+            feed.deletion_body(t, p, "source", req.source_id, at),
+        ]
+        for row in evidence_rows:
+            records.append(_evidence_row_record(t, p, req.source_id, row))
+            records.append(feed.deletion_body(t, p, "evidence", row[0], at))
+        records.extend(_claim_row_record(t, p, row) for row in retracted)
+        records.extend(feed.deletion_body(t, p, "profile_entry", i, at) for i in profiles)
+        records.extend(feed.deletion_body(t, p, "daily_review", i, at) for i in reviews)
+        feed.append_commit(conn, t, p, at, records)
+    return DeleteResult(req.source_id, evidence_count, len(retracted))
+
+
+def _evidence_row_record(
+    tenant_id: str, person_id: str, source_id: str, row: tuple[object, ...]
+) -> feed.Record:
+    """An ``evidence`` record from one row of :data:`_EVIDENCE_ROWS_SQL` (post-state)."""
+    eid, revision, quote, recorded_at, deleted_at = row[:5]
+    locator = None
+    if row[5] is not None:
+        locator = Locator(
+            str(row[6]),
+            str(row[7]),
+            str(row[8]),
+            str(row[9]),
+            feed.decode_unsigned(row[10], "start_ms"),
+            feed.decode_unsigned(row[11], "end_ms"),
+        )
+    return feed.evidence_body(
+        id=str(eid),
+        tenant_id=tenant_id,
+        person_id=person_id,
+        source_id=source_id,
+        source_revision=feed.decode_unsigned(revision, "source_revision"),
+        quote=str(quote),
+        recorded_at=_int(recorded_at),
+        locator=locator,
+        deleted_at=None if deleted_at is None else _int(deleted_at),
+    )
+
+
+def _claim_row_record(tenant_id: str, person_id: str, row: tuple[object, ...]) -> feed.Record:
+    """A ``claim`` record from one ``RETURNING`` row of :data:`_RETRACT_SQL` (post-state)."""
+    return feed.claim_body(
+        id=str(row[0]),
+        tenant_id=tenant_id,
+        person_id=person_id,
+        subject=str(row[1]),
+        predicate=str(row[2]),
+        value=str(row[3]),
+        kind=feed.decode_bare(row[4], feed.CLAIM_KINDS, "kind"),
+        valid_from=_int(row[5]),
+        valid_until=None if row[6] is None else _int(row[6]),
+        recorded_from=_int(row[7]),
+        recorded_until=None if row[8] is None else _int(row[8]),
+        status=feed.decode_bare(row[9], feed.STATUSES, "status"),
+        tier=feed.decode_bare(row[10], feed.TIERS, "tier"),
+        processing_state=feed.decode_bare(row[11], feed.STATES, "processing_state"),
+    )
+
+
+def _int(value: object) -> int:
+    if isinstance(value, int):
+        return value
+    raise StorageError(f"Conversion error: {value!r} is not an integer")
+
+
+__all__ = ["archive", "correct", "delete", "link", "promote"]
