@@ -1,0 +1,432 @@
+"""The lexical lane (store/lexical.py): query planning, ranking behaviour, and eligibility
+parity with a slow, independent implementation of spec/retrieval.md §3.3 and §4."""
+
+from __future__ import annotations
+
+import sqlite3
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import regex
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import P, T, remember
+from zkr import MemoryDb, ZkrError
+from zkr.model import (
+    AsOf,
+    ClaimTierRequest,
+    CorrectRequest,
+    DeleteRequest,
+    LinkRequest,
+    ProcessingState,
+    Relation,
+    SearchRequest,
+    Target,
+    TargetKind,
+    Tier,
+)
+from zkr.store import lexical
+from zkr.store.lexical import (
+    MAX_TERMS,
+    STOP_WORDS,
+    match_stem,
+    phrase_expression,
+    plan_query,
+    query_terms,
+    token_expression,
+)
+
+
+def ids(db: MemoryDb, query: str, limit: int = 10, t: str = T, p: str = P) -> list[str]:
+    return [item.memory.id for item in db.search(SearchRequest(t, p, query, limit)).items]
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+def test_phrase_expression_doubles_quotes() -> None:
+    assert phrase_expression('say "hi" now') == '"say ""hi"" now"'
+    assert phrase_expression("?!") == '"?!"'
+
+
+def test_token_expression_is_the_reference_one() -> None:
+    """spec/retrieval.md §3.2 examples."""
+    assert token_expression("What's Alice's project?") == '"What" OR "s" OR "Alice" OR "project"'
+    assert token_expression("Acme ACME acme") is None
+    assert token_expression("marigold") is None
+
+
+def test_term_cap_is_32() -> None:
+    words = [f"term{i}" for i in range(1000)]
+    assert query_terms(" ".join(words)) == words[:MAX_TERMS]
+    # the reference's 32 distinct terms, stop words included, bound what can match
+    mixed = " ".join(f"the term{i}" for i in range(100))
+    plan = plan_query(mixed)
+    assert plan.required == tuple(f'"term{i}"' for i in range(MAX_TERMS - 1))
+    assert plan.ranking == plan.required
+    assert plan.fallback == ('"the"',)
+
+
+def test_terms_use_unicode_alphabetic_including_combining_marks() -> None:
+    # U+093E (Devanagari vowel sign AA) is Other_Alphabetic: part of the term, although
+    # Python's str.isalnum() rejects it; U+094D (virama) and U+0308 are not Alphabetic.
+    assert not "का".isalnum()
+    assert query_terms("का") == ["का"]
+    assert query_terms("हिन्दी") == ["हिन", "दी"]
+    assert query_terms("hi\u0308 there") == ["hi", "there"]
+    assert query_terms("Ⅻ ½ x²") == ["Ⅻ", "½", "x²"]
+    assert query_terms("Café CAFÉ café") == ["Café"]
+
+
+@pytest.mark.parametrize(
+    ("term", "stem"),
+    [
+        ("painting", "paint"),
+        ("Painted", "paint"),
+        ("studies", "stud"),
+        ("cats", "cats"),  # "cat" would be shorter than four letters: the word is the prefix
+        ("Lisbon", "lisbon"),
+        ("café", "café"),
+        ("go", None),
+        ("2023", None),
+        ("x2", None),
+    ],
+)
+def test_match_stem(term: str, stem: str | None) -> None:
+    assert match_stem(term) == stem
+
+
+def test_plan_sets_stop_words_aside() -> None:
+    plan = plan_query("When did Melanie paint a sunrise?")
+    assert plan.required == ('"Melanie"', '"paint"', '"sunrise"')
+    assert plan.ranking == ('"melani" *', '"paint" *', '"sunris" *')
+    assert plan.fallback == ('"When"', '"did"', '"a"')
+    assert plan.expression() == (
+        '("Melanie" OR "paint" OR "sunrise") AND ("melani" * OR "paint" * OR "sunris" *)'
+    )
+    assert plan.expression(['"paint" *']) == '("Melanie" OR "paint" OR "sunrise") AND ("paint" *)'
+    assert all(word == word.lower() for word in STOP_WORDS)
+
+
+def test_plan_of_stop_words_only_and_repeated_word() -> None:
+    assert plan_query("what is it") == lexical.QueryPlan(('"what"', '"is"', '"it"'), (), ())
+    assert plan_query("what is it").expression() == '"what" OR "is" OR "it"'
+    repeated = lexical.QueryPlan(('"alice alice ALICE"',), (), ())
+    assert plan_query("alice alice ALICE") == repeated
+    assert plan_query("?!") == lexical.QueryPlan((), (), ())
+    # "paint" and "painting" are both required, and share one ranked stem
+    plan = plan_query("paint painting PAINTS")
+    assert plan.required == ('"paint"', '"painting"', '"PAINTS"')
+    assert plan.ranking == ('"paint" *',)
+
+
+def test_user_fts_syntax_is_plain_text(db: MemoryDb) -> None:
+    remember(db, "NEAR the col umn")
+    for query in ['"', "NEAR(a b)", "a OR", "*", "col:umn ^x", "AND", '"quoted" "x', "x*"]:
+        db.search(SearchRequest(T, P, query))
+
+
+# --------------------------------------------------------------------------- behaviour
+
+
+def test_stems_rank_inflections_but_never_add_matches(db: MemoryDb) -> None:
+    fixed = remember(db, "Sam fixed the garden fence", at=1).source_id
+    painted = remember(db, "Sam painted the garden fence", at=2).source_id
+    lived = remember(db, "Sam lived in Porto", at=3).source_id
+    lives = remember(db, "Sam lives in Lisbon", at=4).source_id
+    assert ids(db, "who paints the fence")[:2] == [painted, fixed]
+    assert ids(db, "paints") == []  # the reference matches words exactly
+    assert ids(db, "lives") == [lives]
+    assert set(ids(db, "where Sam lives")) == {fixed, painted, lived, lives}
+    assert ids(db, "where Sam lives")[0] == lives
+
+
+def test_stop_words_do_not_outrank_content_words(db: MemoryDb) -> None:
+    filler = [
+        remember(db, f"what did you do at the {i} and then the other").source_id for i in range(5)
+    ]
+    target = remember(db, "robotics club meets on Friday").source_id
+    got = ids(db, "what did you do at the robotics club", limit=10)
+    assert got[0] == target
+    # sources matching only stop words still come back (the reference's match set), after
+    assert set(got) == {target, *filler}
+
+
+def test_neighbouring_turn_is_lifted(db: MemoryDb) -> None:
+    """The turn written right after a strong match outranks an equally weak match elsewhere."""
+    remember(db, "Caroline: weather chat", at=1)
+    far = remember(db, "Melanie: yes, I loved it", at=2).source_id
+    for i in range(6):
+        remember(db, f"Caroline: unrelated note {i}", at=3 + i)
+    question = remember(db, "Caroline: did you enjoy the pottery workshop?", at=20).source_id
+    answer = remember(db, "Melanie: yes, I loved it", at=21).source_id
+    got = ids(db, "Did Melanie enjoy the pottery workshop?")
+    assert got[:2] == [question, answer]
+    assert got.index(answer) < got.index(far)
+
+
+def test_limit_prefix_stability(db: MemoryDb) -> None:
+    for i in range(30):
+        remember(db, f"note {i} about the garden and {'roses ' * (i % 4)}", at=i)
+    long = ids(db, "garden roses", limit=30)
+    for limit in (1, 5, 10, 20):
+        assert ids(db, "garden roses", limit=limit) == long[:limit]
+
+
+def test_windowed_scoring_still_finds_rare_old_words(
+    db: MemoryDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lexical, "WINDOW_ROWS", 5)
+    monkeypatch.setattr(lexical, "RARE_DOCS", 2)
+    old = remember(db, "the marigold launch code", at=1).source_id
+    for i in range(40):
+        remember(db, f"launch checklist item {i}", at=2 + i)
+    got = ids(db, "marigold launch", limit=3)
+    assert got[0] == old
+    assert len(got) == 3
+
+
+# --------------------------------------------------------------------------- parity
+
+
+VOCAB = ("apple", "berry", "cider", "delta", "ember", "fjord", "the", "and", "of")
+
+
+@dataclass
+class World:
+    db: MemoryDb
+    path: str
+
+
+@contextmanager
+def world() -> Iterator[World]:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "w.db")
+        with MemoryDb.open(path) as db:
+            yield World(db, path)
+
+
+SCOPES = (("t1", "p1"), ("t2", "p1"), ("t1", "p2"))
+TIER_STATES = (
+    (Tier.LONG_TERM, ProcessingState.PROCESSED),
+    (Tier.SHORT_TERM, ProcessingState.PROCESSED),
+    (Tier.SHORT_TERM, ProcessingState.PENDING),
+    (Tier.SHORT_TERM, ProcessingState.BLOCKED),
+    (Tier.ARCHIVE, ProcessingState.PROCESSED),
+)
+
+texts = st.lists(st.sampled_from(VOCAB), min_size=1, max_size=5).map(" ".join)
+scope_index = st.sampled_from((0, 0, 0, 1, 2))
+memory = st.tuples(
+    scope_index,
+    texts,
+    st.integers(1, 30),  # captured_at
+    st.integers(0, 10),  # recorded_at - captured_at
+    st.one_of(st.none(), st.integers(0, len(TIER_STATES) - 1)),  # claim
+)
+operation = st.tuples(
+    st.sampled_from(("delete", "correct", "archive", "promote", "supports", "contradicts")),
+    st.integers(0, 50),
+    st.integers(0, 50),
+    st.integers(1, 60),
+    texts,
+)
+
+
+def _build(
+    w: World,
+    memories: list[tuple[int, str, int, int, int | None]],
+    operations: list[tuple[str, int, int, int, str]],
+) -> None:
+    made: list[tuple[int, str, str, str | None]] = []  # scope, source, evidence, claim
+    for scope, text, at, lag, state_index in memories:
+        t, p = SCOPES[scope]
+        options: dict[str, Any] = {}
+        if state_index is not None:
+            tier, state = TIER_STATES[state_index]
+            options = {"tier": tier, "processing_state": state}
+        r = remember(
+            w.db,
+            text,
+            t=t,
+            p=p,
+            at=at,
+            recorded_at=at + lag,
+            claim=None if state_index is None else ("Sam", "likes", text),
+            **options,
+        )
+        made.append((scope, r.source_id, r.evidence_id, r.claim_id))
+    for name, i, j, at, text in operations:
+        scope, source, _, claim = made[i % len(made)]
+        t, p = SCOPES[scope]
+        other = made[j % len(made)]
+        try:
+            if name == "delete":
+                w.db.delete(DeleteRequest(t, p, source, at))
+            elif claim is None:
+                continue
+            elif name == "correct":
+                fixed = w.db.correct(CorrectRequest(t, p, claim, text, text, at, at))
+                made.append((scope, fixed.source_id, fixed.evidence_id, fixed.claim_id))
+            elif name == "archive":
+                w.db.archive(ClaimTierRequest(t, p, claim, at))
+            elif name == "promote":
+                w.db.promote(ClaimTierRequest(t, p, claim, at))
+            else:
+                relation = Relation.SUPPORTS if name == "supports" else Relation.CONTRADICTS
+                w.db.link(LinkRequest(t, p, claim, other[2], relation, 5000))
+        except ZkrError:
+            pass
+
+
+_WORD = regex.compile(r"[\p{Alphabetic}\p{N}]+")
+
+
+def _matches(content: str, query: str) -> bool:
+    """spec/retrieval.md §3.2 without FTS: the source holds one of the query's first 32
+    distinct words (case-insensitively), or, for one word repeated, that run of words."""
+    sequence = [w.lower() for w in _WORD.findall(content)]
+    pieces = [w.lower() for w in _WORD.findall(query)]
+    if len(set(pieces)) == 1 and len(pieces) > 1:
+        n = len(pieces)
+        return any(sequence[i : i + n] == pieces for i in range(len(sequence)))
+    first = list(dict.fromkeys(pieces))[:MAX_TERMS]
+    return bool(set(sequence) & set(first))
+
+
+def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) -> set[Target]:
+    """spec/retrieval.md §3.3 (live) and §4 (as_of), row by row in Python."""
+    conn = sqlite3.connect(path)
+    try:
+        sources = conn.execute(
+            "SELECT id, content, captured_at, recorded_at, deleted_at FROM sources"
+            " WHERE tenant_id = ? AND person_id = ?",
+            (t, p),
+        ).fetchall()
+        evidence = conn.execute(
+            "SELECT id, source_id, recorded_at, deleted_at FROM evidence"
+            " WHERE tenant_id = ? AND person_id = ?",
+            (t, p),
+        ).fetchall()
+        links = conn.execute(
+            "SELECT claim_id, evidence_id, relation FROM claim_evidence"
+            " WHERE tenant_id = ? AND person_id = ?",
+            (t, p),
+        ).fetchall()
+        claims = {
+            row[0]: row[1:]
+            for row in conn.execute(
+                "SELECT id, status, tier, processing_state, valid_from, valid_until,"
+                " recorded_from, recorded_until FROM claims WHERE tenant_id = ? AND person_id = ?",
+                (t, p),
+            )
+        }
+    finally:
+        conn.close()
+
+    def live_claim(cid: str) -> bool:
+        c = claims.get(cid)
+        return (
+            c is not None
+            and c[0] == "accepted"
+            and c[4] is None
+            and c[6] is None
+            and c[1] in ("short_term", "long_term")
+            and c[2] == "processed"
+        )
+
+    def visible_claim(cid: str, v: int, r: int) -> bool:
+        c = claims.get(cid)
+        return (
+            c is not None
+            and c[0] in ("accepted", "superseded")
+            and c[2] == "processed"
+            and c[3] <= v
+            and (c[4] is None or c[4] > v)
+            and c[5] <= r
+            and (c[6] is None or c[6] > r)
+        )
+
+    out: set[Target] = set()
+    for sid, content, captured, recorded, deleted in sources:
+        if deleted is not None or not _matches(content, query):
+            continue
+        if as_of is not None and (captured > as_of.valid_at or recorded > as_of.recorded_at):
+            continue
+        mine = [
+            e
+            for e in evidence
+            if e[1] == sid and e[3] is None and (as_of is None or e[2] <= as_of.recorded_at)
+        ]
+        if not mine:
+            continue
+        supports = [
+            cid for cid, eid, rel in links if rel == '"supports"' and any(e[0] == eid for e in mine)
+        ]
+        if as_of is None:
+            found = {cid for cid in supports if live_claim(cid)}
+            if supports and not found:
+                continue
+        else:
+            found = {
+                cid for cid in supports if visible_claim(cid, as_of.valid_at, as_of.recorded_at)
+            }
+        if found:
+            out.update(Target(TargetKind.CLAIM, cid) for cid in found)
+        else:
+            out.add(Target(TargetKind.SOURCE, sid))
+    return out
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    memories=st.lists(memory, min_size=1, max_size=10),
+    operations=st.lists(operation, max_size=8),
+    queries=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from((*VOCAB, "zebra")), min_size=1, max_size=3).map(" ".join),
+            scope_index,
+            st.one_of(st.none(), st.tuples(st.integers(0, 70), st.integers(0, 70))),
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    small_windows=st.booleans(),
+)
+def test_eligible_set_matches_slow_implementation(
+    memories: list[tuple[int, str, int, int, int | None]],
+    operations: list[tuple[str, int, int, int, str]],
+    queries: list[tuple[str, int, tuple[int, int] | None]],
+    small_windows: bool,
+) -> None:
+    """With a limit larger than every match set, search returns exactly the eligible targets
+    (live and as_of), whatever the scoring windows."""
+    saved = (lexical.WINDOW_ROWS, lexical.RARE_DOCS, lexical.SPAN)
+    if small_windows:
+        lexical.WINDOW_ROWS, lexical.RARE_DOCS, lexical.SPAN = 3, 1, 2
+    try:
+        with world() as w:
+            _build(w, memories, operations)
+            for query, scope, when in queries:
+                t, p = SCOPES[scope]
+                as_of = None if when is None else AsOf(*when)
+                pack = w.db.search(SearchRequest(t, p, query, 100, None, as_of))
+                got = [item.memory for item in pack.items]
+                assert len(got) == len(set(got))
+                assert set(got) == _slow_eligible(w.path, t, p, query, as_of), query
+                event(f"{'as_of' if as_of else 'live'}: {sorted({m.kind.value for m in got})}")
+                assert all(len(item.evidence_ids) == 1 for item in pack.items)
+                points = [item.relevance_basis_points for item in pack.items]
+                assert all(0 <= x <= 10_000 for x in points)
+                assert points == sorted(points, reverse=True)
+                # deterministic
+                again = w.db.search(SearchRequest(t, p, query, 100, None, as_of))
+                assert [item.memory for item in again.items] == got
+    finally:
+        lexical.WINDOW_ROWS, lexical.RARE_DOCS, lexical.SPAN = saved
