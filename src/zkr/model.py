@@ -12,8 +12,6 @@ Timestamps are signed 64-bit integers (conventionally Unix seconds); confidence 
 points (0..10000); relevance in basis points (0..10000).
 """
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -116,7 +114,7 @@ class Target(NamedTuple):
     id: str
 
     @classmethod
-    def from_json(cls, value: Any) -> Target:
+    def from_json(cls, value: Any) -> "Target":
         f = Fields(value, "struct TargetRef")
         return cls(kind=f.enum("kind", TargetKind), id=f.string("id"))
 
@@ -150,7 +148,7 @@ class ClaimInput(NamedTuple):
     processing_state: ProcessingState = ProcessingState.PROCESSED
 
     @classmethod
-    def from_json(cls, f: Fields) -> ClaimInput:
+    def from_json(cls, f: Fields) -> "ClaimInput":
         return cls(
             subject=f.string("subject"),
             predicate=f.string("predicate"),
@@ -175,7 +173,7 @@ class Locator(NamedTuple):
     end_ms: int
 
     @classmethod
-    def from_json(cls, f: Fields) -> Locator:
+    def from_json(cls, f: Fields) -> "Locator":
         return cls(
             device_id=f.string("device_id"),
             provider=f.string("provider"),
@@ -209,7 +207,7 @@ class RememberRequest(NamedTuple):
     locator: Locator | None = None
 
     @classmethod
-    def from_json(cls, value: Any) -> RememberRequest:
+    def from_json(cls, value: Any) -> "RememberRequest":
         f = Fields(value, "struct RememberRequest")
         tenant, person = _scope(f)
         claim = f.opt_obj("claim", "struct ClaimInput")
@@ -246,7 +244,7 @@ class LocatorRequest(NamedTuple):
     evidence_id: str
 
     @classmethod
-    def from_json(cls, value: Any) -> LocatorRequest:
+    def from_json(cls, value: Any) -> "LocatorRequest":
         f = Fields(value, "struct LocatorRequest")
         tenant, person = _scope(f)
         return cls(tenant, person, f.string("evidence_id"))
@@ -261,7 +259,7 @@ class QueryEmbedding(NamedTuple):
     version: str
 
     @classmethod
-    def from_json(cls, f: Fields) -> QueryEmbedding:
+    def from_json(cls, f: Fields) -> "QueryEmbedding":
         return cls(
             vector=f.number_list("vector"), model=f.string("model"), version=f.string("version")
         )
@@ -272,7 +270,7 @@ class AsOf(NamedTuple):
     recorded_at: int
 
     @classmethod
-    def from_json(cls, f: Fields) -> AsOf:
+    def from_json(cls, f: Fields) -> "AsOf":
         return cls(valid_at=f.i64("valid_at"), recorded_at=f.i64("recorded_at"))
 
 
@@ -285,7 +283,7 @@ class SearchRequest(NamedTuple):
     as_of: AsOf | None = None
 
     @classmethod
-    def from_json(cls, value: Any) -> SearchRequest:
+    def from_json(cls, value: Any) -> "SearchRequest":
         f = Fields(value, "struct SearchRequest")
         tenant, person = _scope(f)
         emb = f.opt_obj("query_embedding", "struct QueryEmbedding")
@@ -339,7 +337,7 @@ class GetRequest(NamedTuple):
     target: Target
 
     @classmethod
-    def from_json(cls, value: Any) -> GetRequest:
+    def from_json(cls, value: Any) -> "GetRequest":
         f = Fields(value, "struct GetRequest")
         tenant, person = _scope(f)
         return cls(tenant, person, Target.from_json(f.required("target")))
@@ -358,7 +356,7 @@ class CorrectRequest(NamedTuple):
     recorded_at: int
 
     @classmethod
-    def from_json(cls, value: Any) -> CorrectRequest:
+    def from_json(cls, value: Any) -> "CorrectRequest":
         f = Fields(value, "struct CorrectRequest")
         tenant, person = _scope(f)
         return cls(
@@ -396,7 +394,7 @@ class ClaimTierRequest(NamedTuple):
     recorded_at: int
 
     @classmethod
-    def from_json(cls, value: Any) -> ClaimTierRequest:
+    def from_json(cls, value: Any) -> "ClaimTierRequest":
         f = Fields(value, "struct ClaimTierRequest")
         tenant, person = _scope(f)
         return cls(tenant, person, f.string("claim_id"), f.i64("recorded_at"))
@@ -411,7 +409,7 @@ class LinkRequest(NamedTuple):
     confidence_basis_points: int
 
     @classmethod
-    def from_json(cls, value: Any) -> LinkRequest:
+    def from_json(cls, value: Any) -> "LinkRequest":
         f = Fields(value, "struct LinkRequest")
         tenant, person = _scope(f)
         return cls(
@@ -431,7 +429,7 @@ class DeleteRequest(NamedTuple):
     deleted_at: int
 
     @classmethod
-    def from_json(cls, value: Any) -> DeleteRequest:
+    def from_json(cls, value: Any) -> "DeleteRequest":
         f = Fields(value, "struct DeleteRequest")
         tenant, person = _scope(f)
         return cls(tenant, person, f.string("source_id"), f.i64("deleted_at"))
@@ -458,7 +456,7 @@ class LimitRequest(NamedTuple):
     limit: int = 10
 
     @classmethod
-    def from_json(cls, value: Any) -> LimitRequest:
+    def from_json(cls, value: Any) -> "LimitRequest":
         f = Fields(value, "struct LimitRequest")
         tenant, person = _scope(f)
         return cls(tenant, person, f.u32_default("limit", 10))
@@ -475,7 +473,7 @@ class ProfileRequest(NamedTuple):
     recorded_at: int
 
     @classmethod
-    def from_json(cls, value: Any) -> ProfileRequest:
+    def from_json(cls, value: Any) -> "ProfileRequest":
         f = Fields(value, "struct ProfileRequest")
         f.deny_unknown(PROFILE_FIELDS)
         tenant, person = _scope(f)
@@ -521,7 +519,7 @@ class ReviewRequest(NamedTuple):
     recorded_at: int
 
     @classmethod
-    def from_json(cls, value: Any) -> ReviewRequest:
+    def from_json(cls, value: Any) -> "ReviewRequest":
         f = Fields(value, "struct ReviewRequest")
         tenant, person = _scope(f)
         return cls(
@@ -562,7 +560,7 @@ class ProjectionsRequest(NamedTuple):
     limit: int = 10
 
     @classmethod
-    def from_json(cls, value: Any) -> ProjectionsRequest:
+    def from_json(cls, value: Any) -> "ProjectionsRequest":
         f = Fields(value, "struct ProjectionsRequest")
         tenant, person = _scope(f)
         return cls(
@@ -583,7 +581,7 @@ class EmbeddingInput(NamedTuple):
     distance: Distance
 
     @classmethod
-    def from_json(cls, f: Fields) -> EmbeddingInput:
+    def from_json(cls, f: Fields) -> "EmbeddingInput":
         return cls(
             vector=f.number_list("vector"),
             model=f.string("model"),
@@ -601,7 +599,7 @@ class EmbedRequest(NamedTuple):
     embedding: EmbeddingInput
 
     @classmethod
-    def from_json(cls, value: Any) -> EmbedRequest:
+    def from_json(cls, value: Any) -> "EmbedRequest":
         f = Fields(value, "struct EmbedRequest")
         tenant, person = _scope(f)
         return cls(
@@ -625,7 +623,7 @@ class ExportRequest(NamedTuple):
     limit: int = 10
 
     @classmethod
-    def from_json(cls, value: Any) -> ExportRequest:
+    def from_json(cls, value: Any) -> "ExportRequest":
         f = Fields(value, "struct ExportRequest")
         tenant, person = _scope(f)
         return cls(
@@ -649,7 +647,7 @@ class ApplyRequest(NamedTuple):
     commits: Sequence[Any] = ()
 
     @classmethod
-    def from_json(cls, value: Any) -> ApplyRequest:
+    def from_json(cls, value: Any) -> "ApplyRequest":
         f = Fields(value, "struct ApplyRequest")
         tenant, person = _scope(f)
         return cls(

@@ -38,13 +38,12 @@ for a given database state.
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 import sqlite3
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-import regex
+from typing import Any, NamedTuple
 
 from zkr.model import AsOf, Target, TargetKind
 
@@ -58,9 +57,33 @@ LIFT = 0.5
 PREFIX_MIN = 4
 STEM_MIN = 4
 
-_TERM = regex.compile(r"[\p{Alphabetic}\p{N}]+")
-_ALPHABETIC = regex.compile(r"\p{Alphabetic}+")
-_ASCII_WORD = regex.compile(r"[a-z]+")
+# Rust's char::is_alphanumeric is Unicode Alphabetic or Nd/Nl/No; for ASCII that is exactly
+# [A-Za-z0-9], so the `regex` module (about 8 ms to import) is loaded only for other queries.
+_ASCII_TERM = re.compile(r"[A-Za-z0-9]+")
+_ASCII_WORD = re.compile(r"[a-z]+")
+
+
+@functools.cache
+def _unicode_patterns() -> tuple[Any, Any]:
+    import regex  # lazy: only non-ASCII queries need Unicode properties
+
+    return regex.compile(r"[\p{Alphabetic}\p{N}]+"), regex.compile(r"\p{Alphabetic}+")
+
+
+def _find_terms(query: str) -> list[str]:
+    """Maximal runs of alphanumeric characters (Unicode Alphabetic or N*)."""
+    if query.isascii():
+        return _ASCII_TERM.findall(query)
+    pieces: list[str] = _unicode_patterns()[0].findall(query)
+    return pieces
+
+
+def _is_alphabetic(text: str) -> bool:
+    if text.isascii():
+        return text.isalpha()
+    return _unicode_patterns()[1].fullmatch(text) is not None
+
+
 _NO_ROWID = 2**63 - 1
 
 # English function words and question words: they carry little meaning in a memory query
@@ -120,7 +143,7 @@ def query_terms(query: str, limit: int = MAX_TERMS) -> list[str]:
     at most ``limit`` (the reference's term list, spec/retrieval.md §3.2)."""
     seen: set[str] = set()
     terms: list[str] = []
-    for piece in _TERM.findall(query):
+    for piece in _find_terms(query):
         key = piece.lower()
         if key in seen:
             continue
@@ -153,7 +176,7 @@ def match_stem(term: str) -> str | None:
         for suffix in _SUFFIXES:
             if lower.endswith(suffix) and len(lower) - len(suffix) >= STEM_MIN:
                 return lower[: -len(suffix)]
-    if len(lower) >= PREFIX_MIN and _ALPHABETIC.fullmatch(lower):
+    if len(lower) >= PREFIX_MIN and _is_alphabetic(lower):
         return lower
     return None
 
@@ -162,8 +185,7 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-@dataclass(frozen=True, slots=True)
-class QueryPlan:
+class QueryPlan(NamedTuple):
     """The FTS5 phrases one query is searched with.
 
     ``required``: a scored source must match one of these exact phrases (the query's
@@ -192,7 +214,7 @@ def _any_of(phrases: Iterable[str]) -> str:
 
 def plan_query(query: str) -> QueryPlan:
     """Split ``query`` into required, ranking and stop-word phrases (module docstring)."""
-    pieces = _TERM.findall(query)
+    pieces = _find_terms(query)
     if len(pieces) > 1 and len({piece.lower() for piece in pieces}) == 1:
         # One word repeated ("alice alice"): the reference has no token expression and
         # matches the phrase only, i.e. sources repeating the word (conformance records it).
