@@ -278,19 +278,23 @@ def enum_parser(kind: type[E]) -> Callable[[Any], E]:
 # --------------------------------------------------------------------------- encoding
 
 
+# Built once: json.dumps with non-default options constructs a new encoder on every call.
+_CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_CLI = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
 def canonical(value: Any) -> str:
     """Field-order compact JSON (spec/sync.md §1.4): the bytes of stored payloads and hashes.
 
     ``value`` must be built from dicts in declared key order; ``sort_keys`` is never used.
+    Equivalent to ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
     """
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _CANONICAL.encode(value)
 
 
 def cli_dumps(value: Any) -> str:
     """The CLI's stdout form: compact, keys sorted at every level, raw UTF-8 (spec/cli.md §6)."""
-    return json.dumps(
-        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False
-    )
+    return _CLI.encode(value)
 
 
 def sha256_tagged(text: str) -> str:
