@@ -1,9 +1,627 @@
-"""Placeholder: implemented by its own issue."""
+"""Embedding projections: inputs, stored rows, lanes, ``projections``, ``embed`` and the entry
+points of the dense lane (spec/retrieval.md §5, §9-11; spec/storage.md §2.3).
+
+zkr never runs a model. It tells the caller which targets lack a current vector for a
+(model, version) (``projections``), stores caller-computed vectors bound to the exact input
+they were computed from (``embed``), and searches them exactly (:mod:`zkr.store.dense`, only
+imported — with numpy — when a search carries a ``query_embedding``).
+
+Terms (spec/retrieval.md §9):
+
+* **projection input** of a target: its text, ``target_revision`` and ``sha256:`` hash, only
+  while the target is live in scope;
+* **well-formed** stored row: decodable normalization/distance, a JSON array of finite numbers
+  (rounded to float32 via a double) whose length is the stored dimension, unit magnitude for
+  ``l2``;
+* **current** row: valid kind, well-formed, target has a projection input with the stored
+  revision and hash;
+* **lane** of (scope, model, version): the smallest (dimension, normalization, distance) among
+  current rows (none < l2; cosine < dot < euclidean).
+
+Nothing here imports numpy: ``embed``, ``projections`` and ``repair`` only ever decode the few
+stored vectors they need (the lane needs one current row, found through the
+``zkr_embeddings_config`` index), so their cost does not grow with the lane.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import math
+import sqlite3
+import struct
+from array import array
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+
+from zkr.codec import canonical, sha256_tagged
+from zkr.errors import InvalidInput, NotFound
+from zkr.model import (
+    Distance,
+    EmbedRequest,
+    Normalization,
+    ProjectionsRequest,
+    QueryEmbedding,
+    Target,
+    TargetKind,
+    quoted,
+)
+from zkr.store.db import read_tx, write_tx
+from zkr.store.lexical import LIVE_CLAIM
+from zkr.text import bounded_limit, require_scope, require_text
+
+PAGE_LIMIT_BYTES = 1_000_000
+"""Projections page cap: the compact JSON array, brackets and commas included (§10.3)."""
+
+L2_TOLERANCE = 1e-4
+"""Allowed |magnitude - 1| of an ``l2`` vector, magnitude computed in float64 (§11.2)."""
+
+_NORMALIZATION_RANK = {Normalization.NONE: 0, Normalization.L2: 1}
+_DISTANCE_RANK = {Distance.COSINE: 0, Distance.DOT: 1, Distance.EUCLIDEAN: 2}
+_KIND_BY_TEXT = {kind.value: kind for kind in TargetKind}
+
+if TYPE_CHECKING:
+    Vector: TypeAlias = array[float]  # array('f'): float32 components, read as Python floats
+else:
+    Vector = array  # array is subscriptable only from Python 3.12
 
 
-def __getattr__(name: str) -> Any:
-    raise NotImplementedError(f"zkr.store.embeddings.{name} is not implemented yet")
+# --------------------------------------------------------------------------- lanes
+
+
+class LaneConfig(NamedTuple):
+    """(dimension, normalization, distance) of a stored row or a lane (§9.3)."""
+
+    dimension: int
+    normalization: Normalization
+    distance: Distance
+
+    def order_key(self) -> tuple[int, int, int]:
+        """The lane order: dimension, then none < l2, then cosine < dot < euclidean."""
+        return (
+            self.dimension,
+            _NORMALIZATION_RANK[self.normalization],
+            _DISTANCE_RANK[self.distance],
+        )
+
+
+@lru_cache(maxsize=256)
+def decode_normalization(text: object) -> Normalization | None:
+    """A stored ``normalization`` cell: the JSON string ``"none"`` or ``"l2"`` (§9.2)."""
+    value = _json_string(text)
+    return Normalization(value) if value in ("none", "l2") else None
+
+
+@lru_cache(maxsize=256)
+def decode_distance(text: object) -> Distance | None:
+    """A stored ``distance`` cell: the JSON string ``"cosine"``, ``"dot"`` or ``"euclidean"``."""
+    value = _json_string(text)
+    return Distance(value) if value in ("cosine", "dot", "euclidean") else None
+
+
+def _json_string(text: object) -> str | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def decode_config(dimension: object, normalization: object, distance: object) -> LaneConfig | None:
+    """The decoded configuration of a stored row, or ``None`` when it cannot be well-formed."""
+    norm = decode_normalization(normalization)
+    dist = decode_distance(distance)
+    if norm is None or dist is None or type(dimension) is not int or dimension <= 0:
+        return None
+    return LaneConfig(dimension, norm, dist)
+
+
+# --------------------------------------------------------------------------- vectors
+
+
+def to_float32(values: Sequence[float]) -> Vector | None:
+    """Round each component to float32 (via the double it already is, as the reference's
+    decoder does); ``None`` when empty or any component is not finite in float32.
+
+    Values beyond the float32 range (``1e39``) become infinite and are rejected (§5.1, §11.1).
+    """
+    if not values:
+        return None
+    try:
+        vec = array("f", values)
+    except (OverflowError, TypeError):
+        return None
+    # A double sum of float32 values cannot overflow, so it is finite iff every component is.
+    if not math.isfinite(sum(vec)):
+        return None
+    return vec
+
+
+def has_unit_magnitude(vec: Vector) -> bool:
+    """§11.2: widen to float64, sum the squares left to right, square root, |m - 1| <= 1e-4."""
+    total = 0.0
+    for x in vec:  # explicit loop: sum() of floats is compensated on Python >= 3.12
+        total += x * x
+    magnitude = math.sqrt(total)
+    return math.isfinite(magnitude) and abs(magnitude - 1.0) <= L2_TOLERANCE
+
+
+def decode_vector(text: object, dimension: object, normalization: Normalization) -> Vector | None:
+    """Parse a stored ``vector`` cell; ``None`` unless it is well-formed for ``dimension``.
+
+    Strict JSON (``NaN``/``Infinity`` literals decode to non-finite values and fail), numbers
+    only (``true`` is not a number), length equal to ``dimension``, finite in float32, unit
+    magnitude for ``l2`` (§9.2).
+    """
+    if not isinstance(text, str):
+        return None
+    try:
+        values = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(values, list) or len(values) != dimension:
+        return None
+    for value in values:
+        if type(value) is not float and type(value) is not int:
+            return None
+    try:
+        floats = [float(value) for value in values]
+    except OverflowError:  # an integer literal beyond the double range
+        return None
+    vec = to_float32(floats)
+    if vec is None:
+        return None
+    if normalization is Normalization.L2 and not has_unit_magnitude(vec):
+        return None
+    return vec
+
+
+_F32 = struct.Struct("<f")
+
+
+def _f32(value: float) -> float:
+    return float(_F32.unpack(_F32.pack(value))[0])
+
+
+def _component_text(value: float) -> str:
+    """The shortest decimal that reads back (decimal -> double -> float32) as ``value``."""
+    for digits in (6, 7, 8, 9):
+        text = f"{value:.{digits}g}"
+        if _f32(float(text)) == value:
+            break
+    else:  # unreachable: 9 significant digits identify every float32
+        text = repr(value)
+    if "." not in text and "e" not in text:
+        text += ".0"  # 1 -> 1.0, as the reference writes it
+    return text
+
+
+def encode_vector(vec: Vector) -> str:
+    """The stored ``vector`` text: a compact JSON array of float32-exact numbers (§11.3)."""
+    return "[" + ",".join(_component_text(x) for x in vec) + "]"
+
+
+# --------------------------------------------------------------------------- projection inputs
+
+
+@dataclass(frozen=True)
+class ProjectionInput:
+    """The current embedding input of a live target (spec/retrieval.md §9.1)."""
+
+    target: Target
+    text: str
+    revision: int
+    input_hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target.to_json(),
+            "text": self.text,
+            "target_revision": self.revision,
+            "input_hash": self.input_hash,
+        }
+
+
+# §9.1: a source while not tombstoned; evidence while not tombstoned (its source is not
+# checked here); a claim while live. Revisions: source revision, the evidence's
+# source_revision, the claim's recorded_from.
+_INPUT_SQL = {
+    TargetKind.SOURCE: "SELECT content, revision FROM sources"
+    " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+    TargetKind.EVIDENCE: "SELECT quote, source_revision FROM evidence"
+    " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+    TargetKind.CLAIM: "SELECT c.subject, c.predicate, c.value, c.recorded_from FROM claims c"
+    f" WHERE c.id = ? AND c.tenant_id = ? AND c.person_id = ? AND {LIVE_CLAIM}",
+}
+
+
+def claim_text(subject: object, predicate: object, value: object) -> str:
+    return f"{subject} {predicate} {value}"
+
+
+def projection_input(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, target: Target
+) -> ProjectionInput | None:
+    """The target's projection input, or ``None`` when it is missing, not live or out of scope."""
+    row = conn.execute(_INPUT_SQL[target.kind], (target.id, tenant_id, person_id)).fetchone()
+    if row is None:
+        return None
+    if target.kind is TargetKind.CLAIM:
+        text, revision = claim_text(row[0], row[1], row[2]), row[3]
+    else:
+        text, revision = row[0], row[1]
+    return ProjectionInput(target, text, revision, sha256_tagged(text))
+
+
+# --------------------------------------------------------------------------- stored rows
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    """One ``embeddings`` row as stored (cells undecoded)."""
+
+    target_kind: object
+    target_id: object
+    target_revision: object
+    input_hash: object
+    dimension: object
+    normalization: object
+    distance: object
+    vector: object
+    created_at: object = None
+
+    @property
+    def target(self) -> Target | None:
+        kind = _KIND_BY_TEXT.get(self.target_kind) if isinstance(self.target_kind, str) else None
+        if kind is None or not isinstance(self.target_id, str):
+            return None
+        return Target(kind, self.target_id)
+
+    def config(self) -> LaneConfig | None:
+        return decode_config(self.dimension, self.normalization, self.distance)
+
+    def well_formed_config(self) -> LaneConfig | None:
+        """The row's configuration when the row is well-formed (§9.2), else ``None``."""
+        config = self.config()
+        if config is None:
+            return None
+        if decode_vector(self.vector, config.dimension, config.normalization) is None:
+            return None
+        return config
+
+    def matches(self, current: ProjectionInput) -> bool:
+        """Stored revision and hash equal the target's current ones."""
+        return self.target_revision == current.revision and self.input_hash == current.input_hash
+
+
+_ROW_COLUMNS = (
+    "target_kind, target_id, target_revision, input_hash, dimension, normalization, distance,"
+    " vector, created_at"
+)
+
+
+def stored_row(row: Sequence[object]) -> StoredRow:
+    return StoredRow(*row)
+
+
+def lane(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    model: str,
+    version: str,
+    replacement: Target | None = None,
+) -> LaneConfig | None:
+    """The lane of (scope, model, version) (spec/retrieval.md §9.3).
+
+    The smallest configuration among current rows; ``None`` when there is no current row, or
+    when ``replacement`` names a target whose own row is the only current one (so a lone vector
+    can be re-embedded with a new configuration; a row of another target keeps the lane).
+
+    Cost: distinct configurations are enumerated by seeks on ``zkr_embeddings_config``; rows are
+    then checked newest first until one current row (two with ``replacement``) is found, so a
+    lane of current vectors costs a handful of lookups however large it is.
+    """
+    found: LaneConfig | None = None
+    for config, groups in _configs(conn, tenant_id, person_id, model, version):
+        for group in groups:
+            for row in _group_rows(conn, tenant_id, person_id, model, version, group):
+                target = row.target
+                if target is None:
+                    continue
+                current = projection_input(conn, tenant_id, person_id, target)
+                if current is None or not row.matches(current):
+                    continue
+                if decode_vector(row.vector, config.dimension, config.normalization) is None:
+                    continue
+                if found is not None:
+                    return found  # a second current row: the smallest configuration stands
+                found = config
+                if replacement is None or target != replacement:
+                    return config
+    return None
+
+
+# Distinct (dimension, normalization, distance) of a lane, one index seek each: the next
+# triple after (d, n, x) has the same d and n and a larger x, or the same d and a larger n, or
+# a larger d. (A row-value ``> (d, n, x)`` is not a seek in SQLite: it scans equal prefixes.)
+_CONFIG_SQL = """
+SELECT dimension, normalization, distance FROM embeddings
+WHERE tenant_id = ? AND person_id = ? AND model = ? AND version = ?{after}
+ORDER BY dimension, normalization, distance LIMIT 1
+"""
+_FIRST_CONFIG_SQL = _CONFIG_SQL.format(after="")
+_NEXT_CONFIG_SQL = (
+    _CONFIG_SQL.format(after=" AND dimension = ? AND normalization = ? AND distance > ?"),
+    _CONFIG_SQL.format(after=" AND dimension = ? AND normalization > ?"),
+    _CONFIG_SQL.format(after=" AND dimension > ?"),
+)
+_GROUP_ROWS_SQL = f"""
+SELECT {_ROW_COLUMNS} FROM embeddings
+WHERE tenant_id = ? AND person_id = ? AND model = ? AND version = ?
+  AND dimension = ? AND normalization = ? AND distance = ?
+ORDER BY created_at DESC
+"""
+
+RawConfig = tuple[object, object, object]
+
+
+def _configs(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, model: str, version: str
+) -> list[tuple[LaneConfig, list[RawConfig]]]:
+    """Decodable configurations of the lane's rows in lane order, each with the raw cell
+    triples that decode to it (``"l2"`` and ``"\\u006c2"`` are the same normalization)."""
+    scope = (tenant_id, person_id, model, version)
+    groups: dict[LaneConfig, list[RawConfig]] = {}
+    row = conn.execute(_FIRST_CONFIG_SQL, scope).fetchone()
+    while row is not None:
+        raw: RawConfig = (row[0], row[1], row[2])
+        config = decode_config(*raw)
+        if config is not None:
+            groups.setdefault(config, []).append(raw)
+        for sql, keys in zip(_NEXT_CONFIG_SQL, (raw, raw[:2], raw[:1]), strict=True):
+            row = conn.execute(sql, (*scope, *keys)).fetchone()
+            if row is not None:
+                break
+    return sorted(groups.items(), key=lambda item: item[0].order_key())
+
+
+def _group_rows(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    model: str,
+    version: str,
+    group: RawConfig,
+) -> Iterator[StoredRow]:
+    cursor = conn.execute(_GROUP_ROWS_SQL, (tenant_id, person_id, model, version, *group))
+    while batch := cursor.fetchmany(16):
+        for row in batch:
+            yield stored_row(row)
+
+
+def row_issue(
+    current: ProjectionInput, row: StoredRow | None, lane_config: LaneConfig | None
+) -> str | None:
+    """``missing``, ``stale`` or ``None`` for one target's stored row (spec/retrieval.md §10.1)."""
+    if row is None:
+        return "missing"
+    if not row.matches(current):
+        return "stale"
+    config = row.well_formed_config()
+    if config is None:
+        return "stale"
+    if lane_config is not None and config != lane_config:
+        return "stale"
+    return None
+
+
+# --------------------------------------------------------------------------- projections
+
+
+# §10.2 candidates, in kind-name order (claim < evidence < source), each by id, with the
+# stored row of this model/version when there is one (em.target_kind is NULL when there is not).
+_EM_COLUMNS = ", ".join(f"em.{name.strip()}" for name in _ROW_COLUMNS.split(","))
+_CANDIDATE_SQL = {
+    TargetKind.CLAIM: f"""
+SELECT c.id, c.subject || ' ' || c.predicate || ' ' || c.value, c.recorded_from, {_EM_COLUMNS}
+FROM claims c
+LEFT JOIN embeddings em ON em.tenant_id = c.tenant_id AND em.person_id = c.person_id
+     AND em.target_kind = 'claim' AND em.target_id = c.id AND em.model = :m AND em.version = :v
+WHERE c.tenant_id = :t AND c.person_id = :p AND {LIVE_CLAIM}
+ORDER BY c.id""",
+    TargetKind.EVIDENCE: f"""
+SELECT e.id, e.quote, e.source_revision, {_EM_COLUMNS}
+FROM evidence e
+JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
+     AND s.deleted_at IS NULL
+LEFT JOIN embeddings em ON em.tenant_id = e.tenant_id AND em.person_id = e.person_id
+     AND em.target_kind = 'evidence' AND em.target_id = e.id AND em.model = :m
+     AND em.version = :v
+WHERE e.tenant_id = :t AND e.person_id = :p AND e.deleted_at IS NULL
+ORDER BY e.id""",
+    TargetKind.SOURCE: f"""
+SELECT s.id, s.content, s.revision, {_EM_COLUMNS}
+FROM sources s
+LEFT JOIN embeddings em ON em.tenant_id = s.tenant_id AND em.person_id = s.person_id
+     AND em.target_kind = 'source' AND em.target_id = s.id AND em.model = :m AND em.version = :v
+WHERE s.tenant_id = :t AND s.person_id = :p AND s.deleted_at IS NULL
+ORDER BY s.id""",
+}
+_PROJECTION_ORDER = (TargetKind.CLAIM, TargetKind.EVIDENCE, TargetKind.SOURCE)
+
+
+def _candidates(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, model: str, version: str
+) -> Iterator[tuple[ProjectionInput, StoredRow | None]]:
+    """Every projection candidate in §10.2 order with its stored row, if any."""
+    params = {"t": tenant_id, "p": person_id, "m": model, "v": version}
+    for kind in _PROJECTION_ORDER:
+        cursor = conn.execute(_CANDIDATE_SQL[kind], params)
+        while batch := cursor.fetchmany(256):
+            for row in batch:
+                text = row[1]
+                current = ProjectionInput(Target(kind, row[0]), text, row[2], sha256_tagged(text))
+                yield current, None if row[3] is None else stored_row(row[3:])
+
+
+def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[dict[str, Any]]:
+    """Missing and stale embedding inputs of one (model, version), earliest first
+    (spec/retrieval.md §10). Read-only.
+
+    Raises ``InvalidInput`` for blank scope/model/version and for one issue larger than the
+    1,000,000-byte page (even when earlier issues were collected).
+    """
+    require_scope(req.tenant_id, req.person_id)
+    require_text(req.model, "embedding model")
+    require_text(req.version, "embedding version")
+    limit = bounded_limit(req.limit)
+    t, p = req.tenant_id, req.person_id
+    issues: list[dict[str, Any]] = []
+    total = 2  # the brackets
+    with read_tx(conn):
+        lane_config = lane(conn, t, p, req.model, req.version)
+        for current, row in _candidates(conn, t, p, req.model, req.version):
+            state = row_issue(current, row, lane_config)
+            if state is None:
+                continue
+            issue = {
+                "state": state,
+                "input": current.to_json(),
+                "stored_target_revision": None if row is None else row.target_revision,
+                "stored_input_hash": None if row is None else row.input_hash,
+                "stored_created_at": None if row is None else row.created_at,
+            }
+            size = len(canonical(issue).encode("utf-8"))
+            if size + 2 > PAGE_LIMIT_BYTES:
+                raise InvalidInput(
+                    f"projection issue exceeds the {PAGE_LIMIT_BYTES}-byte page limit"
+                )
+            if issues and total + size + 1 > PAGE_LIMIT_BYTES:
+                break
+            total += size + (1 if issues else 0)
+            issues.append(issue)
+            if len(issues) == limit:
+                break
+    return issues
+
+
+# --------------------------------------------------------------------------- embed
+
+
+_UPSERT_SQL = """
+INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version, dimension,
+    input_hash, normalization, distance, vector, target_revision, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, unixepoch())
+ON CONFLICT (tenant_id, person_id, target_kind, target_id, model, version) DO UPDATE SET
+    dimension = excluded.dimension, input_hash = excluded.input_hash,
+    normalization = excluded.normalization, distance = excluded.distance,
+    vector = excluded.vector, target_revision = excluded.target_revision,
+    created_at = excluded.created_at
+RETURNING created_at
+"""
+
+
+def embed(conn: sqlite3.Connection, req: EmbedRequest) -> dict[str, Any]:
+    """Store a caller-computed vector for a live target (spec/retrieval.md §11).
+
+    Validation order: scope; blank model, version, input_hash; finite float32 vector; unit
+    magnitude for ``l2``; then, inside one ``BEGIN IMMEDIATE`` transaction: the target's
+    projection input (``record not found``), the hash binding, the lane. The row is upserted
+    with ``created_at = unixepoch()``; no commit-feed record, no outbox row.
+    """
+    require_scope(req.tenant_id, req.person_id)
+    emb = req.embedding
+    require_text(emb.model, "embedding model")
+    require_text(emb.version, "embedding version")
+    require_text(emb.input_hash, "embedding input_hash")
+    vec = to_float32(emb.vector)
+    if vec is None:
+        raise InvalidInput("embedding vector must contain finite values")
+    if emb.normalization is Normalization.L2 and not has_unit_magnitude(vec):
+        raise InvalidInput("l2-normalized embedding vector must have unit magnitude")
+    text = encode_vector(vec)
+    t, p = req.tenant_id, req.person_id
+    with write_tx(conn):
+        current = projection_input(conn, t, p, req.target)
+        if current is None:
+            raise NotFound()
+        if emb.input_hash != current.input_hash:
+            raise InvalidInput(
+                "embedding input_hash does not match current target input; expected "
+                + current.input_hash
+            )
+        existing = lane(conn, t, p, emb.model, emb.version, replacement=req.target)
+        if existing is not None and existing != LaneConfig(
+            len(vec), emb.normalization, emb.distance
+        ):
+            raise InvalidInput(
+                "embedding configuration conflicts with the existing model/version lane"
+            )
+        row = conn.execute(
+            _UPSERT_SQL,
+            (
+                t,
+                p,
+                req.target.kind.value,
+                req.target.id,
+                emb.model,
+                emb.version,
+                len(vec),
+                current.input_hash,
+                quoted(emb.normalization.value),
+                quoted(emb.distance.value),
+                text,
+                current.revision,
+            ),
+        ).fetchone()
+    return {
+        "target": req.target.to_json(),
+        "dimension": len(vec),
+        "target_revision": current.revision,
+        "input_hash": current.input_hash,
+        "created_at": row[0],
+    }
+
+
+# --------------------------------------------------------------------------- dense lane
+
+
+def validate_query(query: QueryEmbedding) -> Vector:
+    """§5.1, in order: blank model, blank version, empty or non-finite (float32) vector."""
+    require_text(query.model, "query embedding model")
+    require_text(query.version, "query embedding version")
+    vec = to_float32(query.vector)
+    if vec is None:
+        raise InvalidInput("query embedding vector must contain finite values")
+    return vec
+
+
+def dense_ranking(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, query: QueryEmbedding
+) -> list[Target]:
+    """The complete dense list of spec/retrieval.md §5 (every target, best first).
+
+    Search uses :func:`dense_lane`, which returns only the ranks fusion can use.
+    """
+    from zkr.store import dense
+
+    return dense.ranking(conn, tenant_id, person_id, query)
+
+
+def dense_lane(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    query: QueryEmbedding,
+    lexical: Sequence[Target],
+    limit: int,
+) -> list[tuple[int, Target]]:
+    """``(dense rank, target)`` pairs sufficient for reciprocal-rank fusion with ``lexical``
+    at ``limit`` (see :func:`zkr.store.dense.fusion_ranks`)."""
+    from zkr.store import dense
+
+    return dense.fusion_ranks(conn, tenant_id, person_id, query, lexical, limit)

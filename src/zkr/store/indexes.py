@@ -32,6 +32,21 @@ EXTRA_INDEXES: dict[str, tuple[str, str]] = {
         "CREATE INDEX IF NOT EXISTS zkr_embeddings_config ON embeddings"
         " (tenant_id, person_id, model, version, dimension, normalization, distance, created_at)",
     ),
+    # the dense scan (store/dense.py) reads a lane's rows per target kind in target order,
+    # with every small column it checks, without reading any row's vector.
+    "zkr_embeddings_rows": (
+        "embeddings",
+        "CREATE INDEX IF NOT EXISTS zkr_embeddings_rows ON embeddings"
+        " (tenant_id, person_id, model, version, target_kind, target_id, dimension,"
+        " normalization, distance, target_revision, input_hash, created_at)",
+    ),
+    # "does this source have live evidence" (the dense lane's §5.4 mapping, and any query that
+    # joins a source's evidence with deleted_at IS NULL) answered from the index alone.
+    "zkr_evidence_by_source_live": (
+        "evidence",
+        "CREATE INDEX IF NOT EXISTS zkr_evidence_by_source_live"
+        " ON evidence (tenant_id, person_id, source_id, deleted_at)"
+    ),
     # correct/delete remove the profile entries backed by given claims.
     "zkr_profile_entries_by_claim": (
         "profile_entries",

@@ -36,10 +36,10 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     require_scope(req.tenant_id, req.person_id)
     require_text(req.query, "query")
     limit = bounded_limit(req.limit)
+    # The lexical budget is 4 x limit for fusion; alone, only its first `limit` ranks count.
+    cut = 4 * limit if req.query_embedding is not None and req.as_of is None else limit
     with read_tx(conn):
-        lexical = lexical_ranking(
-            conn, req.tenant_id, req.person_id, req.query, 4 * limit, req.as_of
-        )
+        lexical = lexical_ranking(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
         lanes = [list(enumerate(lexical))]
         if req.query_embedding is not None and req.as_of is None:
             from zkr.store import embeddings

@@ -1,0 +1,404 @@
+"""Dense/hybrid retrieval benchmark (issue 4).
+
+For each store size (default 10,000 and 100,000 stored 384-dimension vectors) it prints:
+
+* in-process hybrid ``search`` latency: the first (cold) call, then p50/p95 of warm calls, and
+  lexical-only search for comparison;
+* ``embed`` cost as the lane grows (p50 per call at each size; it must stay flat);
+* CLI wall time of one hybrid ``search`` (a fresh process each time: without the vector file,
+  then with it) — what the plugins pay per call;
+* peak RSS of the in-process run and of each CLI call.
+
+Usage::
+
+    .venv/bin/python benchmarks/bench_dense.py                 # 10k and 100k, ~3-5 minutes
+    .venv/bin/python benchmarks/bench_dense.py --sizes 10000 --queries 20
+    .venv/bin/python benchmarks/bench_dense.py --workdir /tmp/zkr-bench --rebuild
+
+Stores are built once per size in ``--workdir`` (default ``/tmp/zkr-bench-dense``) and reused.
+The bulk of each store is inserted directly with SQL in the exact stored encoding ``embed``
+writes (vectors as JSON arrays of float32-exact numbers, ``"l2"``/``"cosine"`` JSON-quoted,
+real input hashes), 10% of memories carry a claim whose vector is stored instead of the
+source's; ``embed`` itself is timed through the API on top of that.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zkr import MemoryDb
+from zkr.model import (
+    Distance,
+    EmbeddingInput,
+    EmbedRequest,
+    Normalization,
+    QueryEmbedding,
+    RememberRequest,
+    SearchRequest,
+    SourceKind,
+    Target,
+    TargetKind,
+)
+from zkr.text import new_id
+
+T, P, MODEL, VERSION = "bench", "me", "bench/minilm", "1"
+COMMON = (
+    "library quiet desk window coffee meeting roadmap project deadline budget music concert "
+    "jazz venue garden walk morning evening train office focus study reading writing notes "
+    "friend family dinner recipe travel flight hotel doctor gym running swim bike weekend"
+).split()
+# plus a long tail of rarer words, so that a term matches hundreds of memories, not half of them
+RARE = [
+    f"{a}{b}{c}"
+    for a in "bdfgklmnprstvz"
+    for b in ("a", "e", "i", "o", "u", "ai", "ou")
+    for c in (
+        "ben",
+        "dor",
+        "fel",
+        "gan",
+        "lis",
+        "mar",
+        "nop",
+        "rik",
+        "sul",
+        "tam",
+        "vex",
+        "zor",
+        "kin",
+        "pol",
+        "rud",
+        "wen",
+        "jax",
+        "lom",
+        "qui",
+        "xen",
+    )
+]
+
+
+def note_text(rng: random.Random, i: int) -> str:
+    words = [rng.choice(RARE) for _ in range(rng.randint(4, 14))]
+    words += [rng.choice(COMMON) for _ in range(rng.randint(2, 6))]
+    rng.shuffle(words)
+    return " ".join(words) + f" #{i}"
+
+
+def query_text(rng: random.Random) -> str:
+    return f"{rng.choice(COMMON)} {rng.choice(RARE)}"
+
+
+def unit_vectors(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    v = rng.standard_normal((n, dim))
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    return v.astype(np.float32)
+
+
+def vector_text(row: np.ndarray) -> str:
+    # 9 significant digits read back to the same float32 (embed writes the shortest form;
+    # this is ~10% longer and much faster to produce in bulk)
+    return "[" + ",".join(f"{x:.9g}" for x in row.tolist()) + "]"
+
+
+def sha(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+def build(path: Path, n: int, dim: int, seed: int) -> None:
+    """Insert ``n`` memories, each with one stored vector, in one transaction."""
+    rng = random.Random(seed)
+    vectors = unit_vectors(np.random.default_rng(seed), n, dim)
+    with MemoryDb.open(str(path)) as db:
+        conn = db.conn
+        conn.execute("BEGIN IMMEDIATE")
+        sources, fts, evidence, claims, links, embeddings = [], [], [], [], [], []
+        for i in range(n):
+            sid, eid = new_id(), new_id()
+            text = note_text(rng, i)
+            at = 1_700_000_000 + i
+            sources.append((sid, T, P, '"conversation"', text, at, at, eid))
+            fts.append((sid, T, P, text))
+            evidence.append((eid, T, P, sid, text, at))
+            if i % 10 == 0:
+                cid = new_id()
+                value = f"{rng.choice(COMMON)} {i}"
+                claims.append((cid, T, P, "Sam", "likes", value, at, at))
+                links.append((T, P, cid, eid))
+                kind, tid, ttext, rev = "claim", cid, f"Sam likes {value}", at
+            else:
+                kind, tid, ttext, rev = "source", sid, text, 1
+            embeddings.append(
+                (T, P, kind, tid, MODEL, VERSION, dim, sha(ttext), vector_text(vectors[i]), rev)
+            )
+        conn.executemany(
+            "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content, captured_at,"
+            " recorded_at, deleted_at, ingestion_key, origin_evidence_id)"
+            " VALUES (?, ?, ?, 1, ?, ?, ?, ?, NULL, NULL, NULL)",
+            [s[:7] for s in sources],
+        )
+        conn.executemany(
+            "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?,?,?,?)",
+            fts,
+        )
+        conn.executemany(
+            "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision, quote,"
+            " recorded_at, deleted_at) VALUES (?, ?, ?, ?, 1, ?, ?, NULL)",
+            evidence,
+        )
+        conn.executemany(
+            "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
+            " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', 'long_term', 'processed',"
+            " 'fact')",
+            claims,
+        )
+        conn.executemany(
+            "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
+            " confidence_basis_points) VALUES (?, ?, ?, ?, '\"supports\"', 10000)",
+            links,
+        )
+        conn.executemany(
+            "INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version,"
+            " dimension, input_hash, normalization, distance, vector, target_revision,"
+            " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, '\"l2\"', '\"cosine\"', ?, ?,"
+            " unixepoch() - 3600)",
+            embeddings,
+        )
+        conn.execute("COMMIT")
+
+
+def search_request(
+    rng: random.Random, nprng: np.random.Generator, dim: int, dense: bool, limit: int = 10
+) -> SearchRequest:
+    query = query_text(rng)
+    emb = None
+    if dense:
+        emb = QueryEmbedding(unit_vectors(nprng, 1, dim)[0].tolist(), MODEL, VERSION)
+    return SearchRequest(T, P, query, limit, emb)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def peak_rss_mib() -> float:
+    """This process's own peak RSS (VmHWM; ru_maxrss would include a forking parent's)."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+# `python -m zkr ARGS`, plus the process's own peak RSS on stderr when it exits.
+CLI_WRAPPER = """
+import atexit, sys
+def _report():
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                sys.stderr.write("VmHWM " + line.split()[1] + "\\n")
+atexit.register(_report)
+from zkr.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def child_inprocess(path: str, dim: int, queries: int) -> dict[str, Any]:
+    """Runs in a fresh process: cold + warm hybrid searches, lexical searches, embeds."""
+    rng, nprng = random.Random(7), np.random.default_rng(7)
+    out: dict[str, Any] = {}
+    with MemoryDb.open(path) as db:
+        t0 = time.perf_counter()
+        db.search(search_request(rng, nprng, dim, True))
+        out["cold_s"] = time.perf_counter() - t0
+        warm, lexical, cpu = [], [], []
+        for _ in range(queries):
+            req = search_request(rng, nprng, dim, True)
+            t0, c0 = time.perf_counter(), time.process_time()
+            db.search(req)
+            warm.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
+        for _ in range(queries):
+            req = search_request(rng, nprng, dim, False)
+            t0 = time.perf_counter()
+            db.search(req)
+            lexical.append(time.perf_counter() - t0)
+        out["warm_ms"] = [x * 1e3 for x in warm]
+        out["warm_cpu_ms"] = [x * 1e3 for x in cpu]
+        out["lexical_ms"] = [x * 1e3 for x in lexical]
+        # embed on top of the full lane (new targets), through the API
+        times = []
+        for i in range(25):
+            text = f"benchmark embed note {i} {rng.choice(COMMON)}"
+            r = db.remember(RememberRequest(T, P, SourceKind.CONVERSATION, text, 5, 5))
+            vec = unit_vectors(nprng, 1, dim)[0].tolist()
+            req = EmbedRequest(
+                T,
+                P,
+                Target(TargetKind.SOURCE, r.source_id),
+                EmbeddingInput(vec, MODEL, VERSION, sha(text), Normalization.L2, Distance.COSINE),
+            )
+            t0 = time.perf_counter()
+            db.embed(req)
+            times.append(time.perf_counter() - t0)
+        out["embed_ms"] = [x * 1e3 for x in times]
+        # a search right after those writes (the cache refreshes once)
+        t0 = time.perf_counter()
+        db.search(search_request(rng, nprng, dim, True))
+        out["after_write_s"] = time.perf_counter() - t0
+        # matrix-vector product with BLAS on the same data: the memory-bandwidth floor
+        from zkr.store import dense
+
+        block = next(iter(next(iter(dense._CACHES.values())).blocks.values()))
+        matrix, q = block.matrix[:, : block.size], nprng.standard_normal(dim).astype(np.float32)
+        blas = []
+        for _ in range(12):
+            t0 = time.perf_counter()
+            q @ matrix
+            blas.append(time.perf_counter() - t0)
+        out["blas_ms"] = statistics.median(blas[2:]) * 1e3
+    out["rss_mb"] = peak_rss_mib()
+    return out
+
+
+def run_child(
+    args: list[str], env: dict[str, str] | None = None, stdin: bytes | None = None
+) -> tuple[float, float, bytes]:
+    """Run a subprocess; returns (wall seconds, its peak RSS in MiB if reported, stdout)."""
+    t0 = time.perf_counter()
+    proc = subprocess.run(args, input=stdin or b"", capture_output=True, env=env, check=False)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr.decode())
+    rss = 0.0
+    for line in proc.stderr.decode().splitlines():
+        if line.startswith("VmHWM "):
+            rss = int(line.split()[1]) / 1024
+    return wall, rss, proc.stdout
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--workdir", default="/tmp/zkr-bench-dense")
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument(
+        "--child", nargs=3, metavar=("PATH", "DIM", "QUERIES"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--build", nargs=3, metavar=("PATH", "N", "DIM"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.build:
+        build(Path(args.build[0]), int(args.build[1]), int(args.build[2]), int(args.build[1]))
+        return
+    if args.child:
+        print(json.dumps(child_inprocess(args.child[0], int(args.child[1]), int(args.child[2]))))
+        return
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    print(
+        f"zkr dense benchmark: {os.cpu_count()} CPUs, load average "
+        f"{os.getloadavg()[0]:.1f}, numpy {np.__version__}, Python {sys.version.split()[0]}"
+    )
+    for n in args.sizes:
+        path = work / f"store-v2-{n}-{args.dim}.db"
+        cache_dir = Path(str(path) + ".zkr-vectors")
+        if args.rebuild or not path.exists():
+            for stale in (path, Path(str(path) + "-wal"), Path(str(path) + "-shm")):
+                stale.unlink(missing_ok=True)
+            shutil.rmtree(cache_dir, ignore_errors=True)
+            wall, _, _ = run_child(
+                [sys.executable, __file__, "--build", str(path), str(n), str(args.dim)]
+            )
+            print(f"\n[{n:,} vectors] built in {wall:.1f} s ({path})")
+        else:
+            print(f"\n[{n:,} vectors] reusing {path}")
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        env = {**os.environ, "ZKR_VECTOR_CACHE": "0"}
+        _, _, raw = run_child(
+            [sys.executable, __file__, "--child", str(path), str(args.dim), str(args.queries)],
+            env=env,
+        )
+        res = json.loads(raw)
+        warm, lex, emb = res["warm_ms"], res["lexical_ms"], res["embed_ms"]
+        print(
+            f"  in-process hybrid search: first call {res['cold_s']:.2f} s (decodes every"
+            f" vector), then p50 {pct(warm, 0.5):.1f} ms, p95 {pct(warm, 0.95):.1f} ms"
+            f" ({len(warm)} queries)"
+        )
+        print(
+            f"  in-process lexical search: p50 {pct(lex, 0.5):.1f} ms, p95 {pct(lex, 0.95):.1f} ms"
+        )
+        print(
+            f"  BLAS float32 matrix-vector product over the same lane: "
+            f"{res['blas_ms']:.1f} ms (memory-bandwidth floor of any exact scan)"
+        )
+        print(
+            f"  embed on a lane of {n:,}: p50 {pct(emb, 0.5):.2f} ms,"
+            f" p95 {pct(emb, 0.95):.2f} ms ({len(emb)} calls)"
+        )
+        print(
+            f"  first hybrid search after those embeds (cache refresh): "
+            f"{res['after_write_s']:.2f} s"
+        )
+        print(f"  in-process peak RSS: {res['rss_mb']:.0f} MiB")
+        request = json.dumps(
+            {
+                "tenant_id": T,
+                "person_id": P,
+                "query": "quiet library desk",
+                "limit": 10,
+                "query_embedding": {
+                    "vector": unit_vectors(np.random.default_rng(1), 1, args.dim)[0].tolist(),
+                    "model": MODEL,
+                    "version": VERSION,
+                },
+            }
+        ).encode()
+        cli = [sys.executable, "-c", CLI_WRAPPER, "--db", str(path), "search"]
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        wall, rss, _ = run_child(cli, env=env, stdin=request)
+        print(
+            f"  CLI hybrid search, no vector file (ZKR_VECTOR_CACHE=0): {wall:.2f} s,"
+            f" peak RSS {rss:.0f} MiB"
+        )
+        wall, rss, _ = run_child(cli, stdin=request)
+        print(
+            f"  CLI hybrid search, first call (decodes, writes the vector file): {wall:.2f} s,"
+            f" peak RSS {rss:.0f} MiB"
+        )
+        walls = []
+        for _ in range(3):
+            wall, rss, _ = run_child(cli, stdin=request)
+            walls.append(wall)
+        print(
+            f"  CLI hybrid search with the vector file: median {statistics.median(walls):.2f} s"
+            f" of 3, peak RSS {rss:.0f} MiB"
+        )
+        lexreq = json.dumps({"tenant_id": T, "person_id": P, "query": "quiet library desk"})
+        wall, rss, _ = run_child(cli, stdin=lexreq.encode())
+        print(f"  CLI lexical search (for comparison): {wall:.2f} s, peak RSS {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

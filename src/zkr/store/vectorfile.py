@@ -1,0 +1,189 @@
+"""The dense lane's persistent vector cache: decoded float32 vectors kept next to the database
+so that a fresh process (every CLI call) need not re-parse every stored JSON vector.
+
+Layout: ``<database file>.zkr-vectors/<lane digest>.bin``, one file per (scope, model,
+version), written atomically (temporary file + rename) and only for lanes of at least
+:data:`MIN_ROWS` rows. It is a cache of a rebuildable projection of a rebuildable projection:
+deleting the directory is always safe, and nothing in the database refers to it (the
+reference ignores it; the file layout of spec/storage.md is untouched).
+
+Trust rule (the same as the in-process cache, see :mod:`zkr.store.dense`): a cached vector is
+used for a row only when the row's rowid and every other column but ``vector`` (kind, id,
+dimension, normalization, distance, revision, hash, ``created_at``) are unchanged, and the
+row's ``created_at`` second had already passed when it was cached. Every writer of a vector
+(this zkr's ``embed``, the reference's) restamps ``created_at = unixepoch()``, so a rewritten
+vector always shows up as a changed row.
+
+Set ``ZKR_VECTOR_CACHE=0`` to neither read nor write these files.
+
+File format (little-endian): ``ZKRVEC02``, u64 header length, a JSON header
+``{"lane": [...], "rows": n, "configs": [[dimension, normalization, distance, columns], ...],
+"meta": bytes}``, the rows' small columns as one JSON array of arrays (``null`` for a row
+whose cells are not all JSON values), then ``rowids`` i64[n], ``config`` i32[n] (index into
+``configs``; −1: not well-formed or not decoded), ``column`` i64[n], ``parsed`` u8[n], and per
+configuration its (dimension × columns) float32 matrix and float32 norms, each 64-byte
+aligned so that they are memory-mapped rather than copied.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from zkr.model import Distance, Normalization
+from zkr.store.embeddings import LaneConfig
+
+MAGIC = b"ZKRVEC02"
+ALIGN = 64
+MIN_ROWS = 2000
+"""Smaller lanes decode in well under a second; they get no file."""
+SAVE_AFTER = 256
+"""Rewrite a lane's file once this many vectors (or 2% of the lane) were decoded since."""
+
+Meta = tuple[object, ...]
+
+
+def enabled() -> bool:
+    return os.environ.get("ZKR_VECTOR_CACHE", "1") not in ("0", "off", "false", "no")
+
+
+def lane_path(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> Path | None:
+    """Where the lane's file lives, or ``None`` for in-memory/temporary databases."""
+    if not enabled():
+        return None
+    row = conn.execute("SELECT file FROM pragma_database_list WHERE name = 'main'").fetchone()
+    if row is None or not row[0]:
+        return None
+    key = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return Path(row[0] + ".zkr-vectors") / f"{key}.bin"
+
+
+@dataclass
+class Snapshot:
+    """The decoded contents of one lane file."""
+
+    rowids: list[int]
+    metas: list[Meta | None]
+    config: list[int]
+    column: list[int]
+    parsed: list[bool]
+    configs: list[LaneConfig]
+    matrices: list[npt.NDArray[np.float32]]
+    norms: list[npt.NDArray[np.float32]]
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
+
+
+def read(path: Path, scope: tuple[str, str, str, str]) -> Snapshot | None:
+    """The lane file, or ``None`` when it is missing, unreadable or for another lane.
+
+    Everything, the mapped matrices included, comes from one open handle: a concurrent
+    writer replaces the path, never the file this handle reads.
+    """
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(8) != MAGIC:
+                return None
+            total = os.fstat(handle.fileno()).st_size
+            size = int.from_bytes(handle.read(8), "little")
+            if size > total:
+                return None
+            header = json.loads(handle.read(size))
+            if header.get("lane") != list(scope) or not 0 <= int(header["meta"]) <= total:
+                return None
+            n = int(header["rows"])
+            raw = json.loads(handle.read(int(header["meta"])))
+            metas = [None if m is None else tuple(m) for m in raw]
+            rowids = np.fromfile(handle, dtype="<i8", count=n).tolist()
+            config = np.fromfile(handle, dtype="<i4", count=n).tolist()
+            column = np.fromfile(handle, dtype="<i8", count=n).tolist()
+            parsed = np.fromfile(handle, dtype=np.uint8, count=n).astype(bool).tolist()
+            if not len(metas) == len(rowids) == len(config) == len(column) == len(parsed) == n:
+                return None
+            offset = handle.tell()
+            configs: list[LaneConfig] = []
+            matrices: list[npt.NDArray[np.float32]] = []
+            norms: list[npt.NDArray[np.float32]] = []
+            for dimension, normalization, distance, columns in header["configs"]:
+                configs.append(
+                    LaneConfig(int(dimension), Normalization(normalization), Distance(distance))
+                )
+                shape = (int(dimension), int(columns))
+                offset = _aligned(offset)
+                end = _aligned(offset + 4 * shape[0] * shape[1]) + 4 * shape[1]
+                if shape[0] <= 0 or shape[1] <= 0 or end > total:
+                    return None
+                matrices.append(
+                    np.memmap(handle, dtype="<f4", mode="r", offset=offset, shape=shape)
+                )
+                offset = _aligned(offset + 4 * shape[0] * shape[1])
+                norms.append(
+                    np.memmap(handle, dtype="<f4", mode="r", offset=offset, shape=(shape[1],))
+                )
+                offset += 4 * shape[1]
+        return Snapshot(rowids, metas, config, column, parsed, configs, matrices, norms)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, MemoryError):
+        return None
+
+
+def _json_meta(meta: Meta | None) -> list[object] | None:
+    if meta is None or not all(v is None or type(v) in (str, int, float) for v in meta):
+        return None
+    return list(meta)
+
+
+def write(
+    path: Path,
+    scope: tuple[str, str, str, str],
+    rows: list[tuple[int, Meta | None, int, int, bool]],
+    configs: list[LaneConfig],
+    matrices: list[npt.NDArray[np.float32]],
+    norms: list[npt.NDArray[np.float32]],
+) -> None:
+    """Atomically replace the lane file. ``rows`` are (rowid, small columns, config index,
+    column, parsed). Failures (read-only directory, full disk) are ignored: it is a cache."""
+    meta = json.dumps([_json_meta(r[1]) for r in rows], separators=(",", ":")).encode()
+    header = json.dumps(
+        {
+            "lane": list(scope),
+            "rows": len(rows),
+            "configs": [
+                [c.dimension, c.normalization.value, c.distance.value, int(m.shape[1])]
+                for c, m in zip(configs, matrices, strict=True)
+            ],
+            "meta": len(meta),
+        }
+    ).encode()
+    try:
+        path.parent.mkdir(exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".bin")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(MAGIC)
+                handle.write(len(header).to_bytes(8, "little"))
+                handle.write(header)
+                handle.write(meta)
+                np.asarray([r[0] for r in rows], dtype="<i8").tofile(handle)
+                np.asarray([r[2] for r in rows], dtype="<i4").tofile(handle)
+                np.asarray([r[3] for r in rows], dtype="<i8").tofile(handle)
+                np.asarray([r[4] for r in rows], dtype=np.uint8).tofile(handle)
+                for matrix, norm in zip(matrices, norms, strict=True):
+                    for array in (matrix, norm):
+                        handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
+                        np.ascontiguousarray(array, dtype="<f4").tofile(handle)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return

@@ -1,0 +1,1078 @@
+"""The dense lane and hybrid search (spec/retrieval.md §5-6, §12), checked against a slow,
+literal reference scorer written from the spec, plus the cache's invalidation.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import P, T, remember
+from tests.test_embeddings import M, V, claim_memory, edit, embed, issues, states
+from zkr import InvalidInput, MemoryDb, ZkrError
+from zkr.model import (
+    ApplyRequest,
+    AsOf,
+    ClaimTierRequest,
+    CorrectRequest,
+    DeleteRequest,
+    ExportRequest,
+    LimitRequest,
+    LinkRequest,
+    ProcessingState,
+    QueryEmbedding,
+    Relation,
+    SearchRequest,
+    Target,
+    TargetKind,
+    Tier,
+)
+from zkr.store import dense
+from zkr.store.db import read_tx
+from zkr.store.embeddings import dense_ranking, projection_input
+from zkr.store.lexical import lexical_ranking
+from zkr.store.retrieval import fuse, materialize
+
+# --------------------------------------------------------------------------- helpers
+
+
+def hybrid(
+    db: MemoryDb,
+    query: str,
+    vector: list[float],
+    *,
+    limit: int = 10,
+    model: str = M,
+    version: str = V,
+    t: str = T,
+    p: str = P,
+    as_of: AsOf | None = None,
+) -> list[tuple[str, str, int, list[str]]]:
+    pack = db.search(
+        SearchRequest(t, p, query, limit, QueryEmbedding(list(vector), model, version), as_of)
+    )
+    assert pack.gaps == ([] if pack.items else ["no cited memory matched"])
+    return [
+        (i.memory.kind.value, i.memory.id, i.relevance_basis_points, i.evidence_ids)
+        for i in pack.items
+    ]
+
+
+def ids(items: list[tuple[str, str, int, list[str]]]) -> list[tuple[str, str]]:
+    return [(kind, target_id) for kind, target_id, *_ in items]
+
+
+def ranking(db: MemoryDb, vector: list[float], model: str = M, t: str = T) -> list[Target]:
+    """The complete dense list (§5.5), read in one snapshot."""
+    with read_tx(db.conn):
+        return dense_ranking(db.conn, t, P, QueryEmbedding(list(vector), model, V))
+
+
+# --------------------------------------------------------------------------- reference scorer
+
+LIVE = (
+    "status = 'accepted' AND valid_until IS NULL AND recorded_until IS NULL"
+    " AND tier IN ('short_term', 'long_term') AND processing_state = 'processed'"
+)
+
+
+def _key(x: np.float32) -> int:
+    """Total order of float32 (−0.0 < +0.0)."""
+    bits = struct.unpack("<I", struct.pack("<f", float(x)))[0]
+    return (~bits & 0xFFFF_FFFF) if bits >> 31 else bits | 0x8000_0000
+
+
+def _ref_input(conn: sqlite3.Connection, t: str, p: str, kind: str, tid: str) -> Any:
+    if kind == "source":
+        row = conn.execute(
+            "SELECT content, revision FROM sources WHERE id=? AND tenant_id=? AND person_id=?"
+            " AND deleted_at IS NULL",
+            (tid, t, p),
+        ).fetchone()
+    elif kind == "evidence":
+        row = conn.execute(
+            "SELECT quote, source_revision FROM evidence WHERE id=? AND tenant_id=?"
+            " AND person_id=? AND deleted_at IS NULL",
+            (tid, t, p),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            f"SELECT subject || ' ' || predicate || ' ' || value, recorded_from FROM claims"
+            f" WHERE id=? AND tenant_id=? AND person_id=? AND {LIVE}",
+            (tid, t, p),
+        ).fetchone()
+    if row is None:
+        return None
+    import hashlib
+
+    return row[1], "sha256:" + hashlib.sha256(row[0].encode()).hexdigest()
+
+
+def _ref_well_formed(row: tuple[Any, ...]) -> tuple[tuple[int, int, int], list[np.float32]] | None:
+    dimension, norm_text, dist_text, vector = row
+    try:
+        norm, dist = json.loads(norm_text), json.loads(dist_text)
+        values = json.loads(vector)
+    except (ValueError, TypeError):
+        return None
+    if norm not in ("none", "l2") or dist not in ("cosine", "dot", "euclidean"):
+        return None
+    if not isinstance(values, list) or not values or len(values) != dimension:
+        return None
+    if any(isinstance(v, bool) or not isinstance(v, int | float) for v in values):
+        return None
+    with np.errstate(over="ignore"):
+        try:
+            vec = [np.float32(float(v)) for v in values]
+        except OverflowError:
+            return None
+    if not all(np.isfinite(x) for x in vec):
+        return None
+    if norm == "l2":
+        total = 0.0
+        for x in vec:
+            total += float(x) * float(x)
+        if abs(math.sqrt(total) - 1.0) > 1e-4:
+            return None
+    order = (dimension, ["none", "l2"].index(norm), ["cosine", "dot", "euclidean"].index(dist))
+    return order, vec
+
+
+def _ref_map(conn: sqlite3.Connection, t: str, p: str, kind: str, tid: str) -> list[Target]:
+    def live_claims(evidence_ids: list[str]) -> list[str]:
+        out: set[str] = set()
+        for ev in evidence_ids:
+            for (claim_id,) in conn.execute(
+                "SELECT ce.claim_id FROM claim_evidence ce JOIN claims c ON c.id = ce.claim_id"
+                f" WHERE ce.evidence_id=? AND ce.tenant_id=? AND ce.person_id=?"
+                f" AND ce.relation='\"supports\"' AND c.tenant_id=? AND c.person_id=?"
+                f" AND c.{LIVE.replace(' AND ', ' AND c.')}",
+                (ev, t, p, t, p),
+            ):
+                out.add(claim_id)
+        return sorted(out)
+
+    if kind == "claim":  # surprise #19 fixed: only a citable claim
+        citable = conn.execute(
+            "SELECT 1 FROM claim_evidence ce JOIN evidence e ON e.id = ce.evidence_id"
+            " AND e.deleted_at IS NULL JOIN sources s ON s.id = e.source_id"
+            " AND s.deleted_at IS NULL WHERE ce.claim_id = ? AND ce.tenant_id = ?"
+            " AND ce.person_id = ? AND ce.relation = '\"supports\"'",
+            (tid, t, p),
+        ).fetchone()
+        return [] if citable is None else [Target(TargetKind.CLAIM, tid)]
+    if kind == "evidence":
+        row = conn.execute(
+            "SELECT 1 FROM evidence e JOIN sources s ON s.id = e.source_id AND s.tenant_id=?"
+            " AND s.person_id=? AND s.deleted_at IS NULL WHERE e.id=? AND e.tenant_id=?"
+            " AND e.person_id=? AND e.deleted_at IS NULL",
+            (t, p, tid, t, p),
+        ).fetchone()
+        if row is None:
+            return []
+        claims = live_claims([tid])
+        return [Target(TargetKind.CLAIM, c) for c in claims] or [Target(TargetKind.EVIDENCE, tid)]
+    if (
+        conn.execute(
+            "SELECT 1 FROM sources WHERE id=? AND tenant_id=? AND person_id=?"
+            " AND deleted_at IS NULL",
+            (tid, t, p),
+        ).fetchone()
+        is None
+    ):
+        return []
+    evidence = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM evidence WHERE source_id=? AND tenant_id=? AND person_id=?"
+            " AND deleted_at IS NULL",
+            (tid, t, p),
+        )
+    ]
+    if not evidence:
+        return []
+    claims = live_claims(evidence)
+    return [Target(TargetKind.CLAIM, c) for c in claims] or [Target(TargetKind.SOURCE, tid)]
+
+
+def reference_dense(
+    conn: sqlite3.Connection, t: str, p: str, model: str, version: str, query: list[float]
+) -> list[Target]:
+    """spec/retrieval.md §5, row by row, in float32 scalars."""
+    q = [np.float32(x) for x in query]
+    rows = conn.execute(
+        "SELECT target_kind, target_id, target_revision, input_hash, dimension, normalization,"
+        " distance, vector FROM embeddings WHERE tenant_id=? AND person_id=? AND model=?"
+        " AND version=? ORDER BY target_kind, target_id",
+        (t, p, model, version),
+    ).fetchall()
+    checked = []
+    for kind, tid, rev, h, *rest in rows:
+        if kind not in ("source", "evidence", "claim"):
+            continue
+        current = _ref_input(conn, t, p, kind, tid)
+        formed = _ref_well_formed(tuple(rest))
+        if current is None or current != (rev, h) or formed is None:
+            continue
+        checked.append((kind, tid, formed[0], formed[1], json.loads(rest[2])))
+    if not checked:
+        return []
+    lane = min(c[2] for c in checked)
+    best: dict[Target, np.float32] = {}
+    with np.errstate(all="ignore"):
+        for kind, tid, order, vec, dist in checked:
+            if order != lane:
+                continue
+            if len(vec) != len(q):
+                raise InvalidInput(
+                    f"query embedding dimension {len(q)} does not match stored dimension {len(vec)}"
+                )
+            acc = np.float32(-0.0)
+            if dist == "euclidean":
+                for a, b in zip(q, vec, strict=True):
+                    d = np.float32(a - b)
+                    acc = np.float32(acc + np.float32(d * d))
+                score = np.float32(-np.sqrt(acc))
+            else:
+                for a, b in zip(q, vec, strict=True):
+                    acc = np.float32(acc + np.float32(a * b))
+                score = acc
+                if dist == "cosine":
+                    nq, ns = np.float32(-0.0), np.float32(-0.0)
+                    for a in q:
+                        nq = np.float32(nq + np.float32(a * a))
+                    for b in vec:
+                        ns = np.float32(ns + np.float32(b * b))
+                    nq, ns = np.float32(np.sqrt(nq)), np.float32(np.sqrt(ns))
+                    if nq == 0 or ns == 0:
+                        raise InvalidInput("cosine embeddings must have non-zero magnitude")
+                    score = np.float32(acc / np.float32(nq * ns))
+            if not np.isfinite(score):
+                raise InvalidInput("embedding similarity is not finite")
+            for target in _ref_map(conn, t, p, kind, tid):
+                if target not in best or _key(score) > _key(best[target]):
+                    best[target] = score
+    return sorted(best, key=lambda tg: (-_key(best[tg]), tg.sort_key()))
+
+
+def reference_pack(db: MemoryDb, req: SearchRequest) -> dict[str, Any]:
+    """search() with the reference dense list and the full-list fusion of §6."""
+    limit = 10 if req.limit == 0 else min(req.limit, 100)
+    conn = db.conn
+    lanes = [lexical_ranking(conn, req.tenant_id, req.person_id, req.query, 4 * limit, req.as_of)]
+    if req.query_embedding is not None and req.as_of is None:
+        qe = req.query_embedding
+        lanes.append(
+            reference_dense(conn, req.tenant_id, req.person_id, qe.model, qe.version, qe.vector)
+        )
+    items = [
+        materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of).to_json()
+        for target, points in fuse(lanes, limit)
+    ]
+    return {
+        "query": req.query,
+        "items": items,
+        "gaps": [] if items else ["no cited memory matched"],
+    }
+
+
+def outcome(fn: Any) -> Any:
+    try:
+        return ("ok", fn())
+    except ZkrError as exc:
+        return ("error", str(exc))
+
+
+def check_against_reference(db: MemoryDb, req: SearchRequest) -> Any:
+    got = outcome(lambda: db.search(req).to_json())
+    want = outcome(lambda: reference_pack(db, req))
+    assert got == want
+    return got
+
+
+# --------------------------------------------------------------------------- §12 scenarios
+
+
+def test_s06_claim_replaces_embedded_source(db: MemoryDb) -> None:
+    r = claim_memory(db)
+    embed(db, "source", r.source_id, [1.0, 0.0])
+    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("claim", r.claim_id)]
+    assert hybrid(db, "Acme", [1.0, 0.0])[0][3] == [r.evidence_id]
+
+
+def test_s07_dense_raw_evidence_then_delete(db: MemoryDb) -> None:
+    r = remember(db, "Quiet desk near a window")
+    embed(db, "evidence", r.evidence_id, [1.0, 0.0])
+    assert hybrid(db, "unmatched lexical phrase", [1.0, 0.0]) == [
+        ("evidence", r.evidence_id, 10000, [r.evidence_id])
+    ]
+    db.delete(DeleteRequest(T, P, r.source_id, 20))
+    assert hybrid(db, "unmatched lexical phrase", [1.0, 0.0]) == []
+
+
+def test_s08_expired_claim_is_not_retrieved(db: MemoryDb, db_path: str) -> None:
+    r = claim_memory(db)
+    embed(db, "claim", r.claim_id, [1.0, 0.0])
+    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("claim", r.claim_id)]
+    edit(
+        db_path,
+        "UPDATE claims SET valid_until = 20, recorded_until = 20 WHERE id = ?",
+        (r.claim_id,),
+    )
+    assert hybrid(db, "Acme", [1.0, 0.0]) == []
+
+
+def test_s11_dense_search_survives_a_corrupt_row(db: MemoryDb, db_path: str) -> None:
+    one, two = remember(db, "first note"), remember(db, "second note")
+    embed(db, "source", one.source_id, [1.0], norm="none")
+    embed(db, "source", two.source_id, [3.0], norm="none")
+    edit(
+        db_path,
+        "UPDATE embeddings SET dimension = 2, distance = '\"invalid\"' WHERE target_id = ?",
+        (one.source_id,),
+    )
+    assert ids(hybrid(db, "zzz", [1.0])) == [("source", two.source_id)]
+
+
+def test_s14_fusion_worked_example(db: MemoryDb) -> None:
+    """§6: J = 16393 + 16129, V = 16393 -> 10000 and 5040."""
+    j = remember(db, "Sam loves the Jazz Club", claim=("Sam", "likes", "Jazz Club"))
+    v = remember(db, "Sam visits the Music Venue", at=11, claim=("Sam", "visits", "Music Venue"))
+    embed(db, "claim", j.claim_id, [0.9938837, 0.11043153])
+    embed(db, "claim", v.claim_id, [1.0, 0.0])
+    assert hybrid(db, "Jazz Club", [1.0, 0.0], limit=2) == [
+        ("claim", j.claim_id, 10000, [j.evidence_id]),
+        ("claim", v.claim_id, 5040, [v.evidence_id]),
+    ]
+
+
+def test_s15_staleness(db: MemoryDb, db_path: str) -> None:
+    """retrieval.md §12 item 15: hand edits of the inputs make the rows stale for search and
+    projections, only in their own scope."""
+    raw = remember(db, "Quiet desk near a window")
+    ev = remember(db, "A lamp on the desk")
+    claim = claim_memory(db, "Sam works at Acme", at=12)
+    embed(db, "source", raw.source_id, [1.0, 0.0])
+    embed(db, "evidence", ev.evidence_id, [1.0, 0.0])
+    embed(db, "claim", claim.claim_id, [1.0, 0.0])
+    other = remember(db, "Quiet desk near a window", t="b")
+    embed(db, "source", other.source_id, [1.0, 0.0], t="b")
+    assert len(hybrid(db, "nothing lexical", [1.0, 0.0])) == 3
+    edit(
+        db_path,
+        "UPDATE sources SET content = 'Loud desk', revision = revision + 1 WHERE id = ?",
+        (raw.source_id,),
+    )
+    edit(db_path, "UPDATE evidence SET quote = 'A lamp' WHERE id = ?", (ev.evidence_id,))
+    edit(db_path, "UPDATE claims SET value = 'Beta' WHERE id = ?", (claim.claim_id,))
+    assert hybrid(db, "nothing lexical", [1.0, 0.0]) == []
+    stale = {key for key, state in states(db).items() if state == "stale"}
+    assert stale == {
+        ("source", raw.source_id),
+        ("evidence", ev.evidence_id),
+        ("claim", claim.claim_id),
+    }
+    assert len(issues(db, limit=2)) == 2
+    assert states(db, t="b") == {("evidence", other.evidence_id): "missing"}
+
+
+def test_s19_lifecycle_with_vectors(db: MemoryDb) -> None:
+    """§12 item 19 with a vector on the claim: correction and deletion remove it from the
+    dense lane; as_of stays lexical."""
+    c = remember(db, "Sam works at Acme", at=10, claim=("Sam", "employer", "Acme"))
+    embed(db, "claim", c.claim_id, [1.0, 0.0])
+    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("claim", c.claim_id)]
+    fix = db.correct(CorrectRequest(T, P, c.claim_id, "Sam moved to Beta", "Beta", 15, 20))
+    assert hybrid(db, "Acme", [1.0, 0.0]) == []
+    old = hybrid(db, "Acme", [0.0, 1.0], as_of=AsOf(14, 15))
+    assert ids(old) == [("claim", c.claim_id)]
+    embed(db, "claim", fix.claim_id, [0.0, 1.0])
+    assert ids(hybrid(db, "zzz", [0.0, 1.0])) == [("claim", fix.claim_id)]
+    db.delete(DeleteRequest(T, P, fix.source_id, 30))
+    assert hybrid(db, "Beta", [0.0, 1.0]) == []
+
+
+# --------------------------------------------------------------------------- extras
+
+
+def test_query_validation_order(db: MemoryDb) -> None:
+    """§5.1: after the query check, only when the lane runs."""
+    r = remember(db, "note")
+    embed(db, "source", r.source_id, [1.0, 0.0])
+
+    def err(query: str, qe: QueryEmbedding, as_of: AsOf | None = None) -> str:
+        with pytest.raises(InvalidInput) as exc:
+            db.search(SearchRequest(T, P, query, 10, qe, as_of))
+        return str(exc.value)
+
+    assert err(" ", QueryEmbedding([], " ", " ")) == "query must not be empty"
+    assert err("q", QueryEmbedding([], "\t", " ")) == "query embedding model must not be empty"
+    assert err("q", QueryEmbedding([], M, "")) == "query embedding version must not be empty"
+    assert err("q", QueryEmbedding([], M, V)) == "query embedding vector must contain finite values"
+    assert err("q", QueryEmbedding([1e39, 0], M, V)) == (
+        "query embedding vector must contain finite values"
+    )
+    assert err("q", QueryEmbedding([1.0, 0.0, 0.0], M, V)) == (
+        "query embedding dimension 3 does not match stored dimension 2"
+    )
+    # as_of: the embedding is ignored entirely, even when invalid
+    pack = db.search(SearchRequest(T, P, "note", 10, QueryEmbedding([], "", ""), AsOf(99, 99)))
+    assert [i.memory.id for i in pack.items] == [r.source_id]
+
+
+def test_wrong_dimension_is_silent_without_current_rows(db: MemoryDb) -> None:
+    """Surprise #21 (kept): the dimension error needs a surviving row."""
+    r = remember(db, "note")
+    assert hybrid(db, "zzz", [1.0, 2.0, 3.0]) == []
+    embed(db, "source", r.source_id, [1.0, 0.0])
+    assert hybrid(db, "zzz", [1.0, 0.0], model="other") == []
+    db.delete(DeleteRequest(T, P, r.source_id, 20))
+    assert hybrid(db, "zzz", [1.0, 2.0, 3.0]) == []
+
+
+def test_zero_vectors_in_a_cosine_lane_fail(db: MemoryDb) -> None:
+    """Surprise #20 (kept): one zero vector, or a zero query, fails every dense search."""
+    a, b = remember(db, "first"), remember(db, "second")
+    embed(db, "source", a.source_id, [1.0, 0.0], norm="none")
+    with pytest.raises(InvalidInput) as exc:
+        hybrid(db, "first", [0.0, 0.0])
+    assert str(exc.value) == "cosine embeddings must have non-zero magnitude"
+    embed(db, "source", b.source_id, [0.0, 0.0], norm="none")
+    with pytest.raises(InvalidInput, match="non-zero magnitude"):
+        hybrid(db, "first", [1.0, 0.0])
+    db.delete(DeleteRequest(T, P, b.source_id, 20))
+    assert ids(hybrid(db, "zzz", [1.0, 0.0])) == [("source", a.source_id)]
+
+
+def test_overflowing_similarity_fails(db: MemoryDb) -> None:
+    r = remember(db, "huge")
+    embed(db, "source", r.source_id, [1e20, 1e20], norm="none", dist="dot")
+    with pytest.raises(InvalidInput) as exc:
+        hybrid(db, "zzz", [1e20, 1e20])
+    assert str(exc.value) == "embedding similarity is not finite"
+    assert ids(hybrid(db, "zzz", [1e-20, 1e-20])) == [("source", r.source_id)]
+
+
+def test_first_failing_row_decides_the_message(db: MemoryDb) -> None:
+    """Rows are scored in (kind, id) order; the first failure is reported."""
+    claim = claim_memory(db)
+    raw = remember(db, "raw")
+    embed(db, "claim", claim.claim_id, [1e30, 1e30], norm="none")  # dot overflows -> not finite
+    embed(db, "source", raw.source_id, [0.0, 0.0], norm="none")  # zero magnitude
+    with pytest.raises(InvalidInput) as exc:
+        hybrid(db, "zzz", [1e30, 1e30])
+    assert str(exc.value) == "embedding similarity is not finite"  # the claim row comes first
+
+
+def test_basis_point_tie_is_broken_by_target_order(db: MemoryDb) -> None:
+    """Equal dense scores: target order (source < evidence < claim, then id) decides."""
+    notes = [remember(db, f"note {i}") for i in range(3)]
+    for n in notes:
+        embed(db, "source", n.source_id, [0.6, 0.8])
+    got = hybrid(db, "zzz", [0.6, 0.8])
+    assert ids(got) == sorted(("source", n.source_id) for n in notes)
+    assert [points for _, _, points, _ in got] == [10000, 9838, 9682]
+
+
+def test_negative_zero_ranks_below_positive_zero(db: MemoryDb) -> None:
+    """§5.5 total order: a −0.0 score ranks below +0.0 whatever the ids."""
+    a, b = remember(db, "first"), remember(db, "second")
+    embed(db, "source", a.source_id, [-0.0, 1.0], norm="none", dist="dot")
+    embed(db, "source", b.source_id, [0.0, 1.0], norm="none", dist="dot")
+    # q = [1, -0.0]: a = (-0.0 * 1) + (1 * -0.0) = -0.0; b = (0.0 * 1) + (1 * -0.0) = +0.0
+    assert ranking(db, [1.0, -0.0]) == [
+        Target(TargetKind.SOURCE, b.source_id),
+        Target(TargetKind.SOURCE, a.source_id),
+    ]
+
+
+def test_mapping_of_source_and_evidence_rows(db: MemoryDb) -> None:
+    """§5.4: evidence/source vectors become the live claims they support (ascending id), and
+    fall back to raw memory when those claims are not live (surprise #16, kept)."""
+    r = claim_memory(db)
+    extra = remember(db, "Sam is a drummer", at=11, claim=("Sam", "hobby", "drums"))
+    db.link(LinkRequest(T, P, extra.claim_id, r.evidence_id, Relation.SUPPORTS, 9000))
+    embed(db, "evidence", r.evidence_id, [1.0, 0.0])
+    expected = sorted(
+        [Target(TargetKind.CLAIM, r.claim_id), Target(TargetKind.CLAIM, extra.claim_id)]
+    )
+    assert ranking(db, [1.0, 0.0]) == expected
+    db.archive(ClaimTierRequest(T, P, r.claim_id, 12))
+    assert ranking(db, [1.0, 0.0]) == [Target(TargetKind.CLAIM, extra.claim_id)]
+    db.archive(ClaimTierRequest(T, P, extra.claim_id, 12))
+    assert ranking(db, [1.0, 0.0]) == [Target(TargetKind.EVIDENCE, r.evidence_id)]
+    # lexically the archived claims' source is hidden, the dense lane returns it raw
+    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("evidence", r.evidence_id)]
+
+
+def test_uncitable_live_claim_is_skipped(db: MemoryDb, db_path: str) -> None:
+    """Retrieval surprise #19, fixed: a live claim whose supporting evidence is gone (reachable
+    on replicas through applied evidence deletions) is not a dense target, instead of failing
+    every hybrid search with ``record not found``."""
+    c = claim_memory(db)
+    other = remember(db, "Quiet desk near a window", at=11)
+    embed(db, "claim", c.claim_id, [1.0, 0.0])
+    embed(db, "source", other.source_id, [0.6, 0.8])
+    edit(db_path, "UPDATE evidence SET deleted_at = 20 WHERE id = ?", (c.evidence_id,))
+    assert ids(hybrid(db, "zzz", [1.0, 0.0])) == [("source", other.source_id)]
+
+
+def test_pending_claim_source_falls_back_to_raw(db: MemoryDb) -> None:
+    r = remember(
+        db,
+        "Sam may like tea",
+        claim=("Sam", "likes", "tea"),
+        tier=Tier.SHORT_TERM,
+        processing_state=ProcessingState.PENDING,
+    )
+    embed(db, "source", r.source_id, [1.0, 0.0])
+    assert ids(hybrid(db, "tea", [1.0, 0.0])) == [("source", r.source_id)]
+
+
+def test_contradicting_evidence_is_not_the_claim(db: MemoryDb) -> None:
+    c = claim_memory(db)
+    contra = remember(db, "Sam never worked at Acme", at=11)
+    db.link(LinkRequest(T, P, c.claim_id, contra.evidence_id, Relation.CONTRADICTS, 9000))
+    embed(db, "evidence", contra.evidence_id, [1.0, 0.0])
+    assert ranking(db, [1.0, 0.0]) == [Target(TargetKind.EVIDENCE, contra.evidence_id)]
+
+
+def test_target_keeps_its_best_row(db: MemoryDb) -> None:
+    r = claim_memory(db)
+    other = remember(db, "unrelated")
+    embed(db, "claim", r.claim_id, [0.0, 1.0])
+    embed(db, "source", r.source_id, [1.0, 0.0])  # maps to the same claim, better score
+    embed(db, "source", other.source_id, [0.8, 0.6])
+    assert ranking(db, [1.0, 0.0]) == [
+        Target(TargetKind.CLAIM, r.claim_id),
+        Target(TargetKind.SOURCE, other.source_id),
+    ]
+
+
+def test_distances(db: MemoryDb) -> None:
+    notes = [remember(db, f"note {i}") for i in range(3)]
+    for n, vec in zip(notes, ([3.0, 4.0], [1.0, 0.0], [10.0, 10.0]), strict=True):
+        embed(db, "source", n.source_id, vec, norm="none", dist="euclidean", model="e")
+        embed(db, "source", n.source_id, vec, norm="none", dist="dot", model="d")
+    order = [n.source_id for n in notes]
+    assert [t.id for t in ranking(db, [1.0, 0.0], model="e")] == [order[1], order[0], order[2]]
+    assert [t.id for t in ranking(db, [1.0, 0.0], model="d")] == [order[2], order[0], order[1]]
+
+
+def test_other_models_versions_scopes_are_ignored(db: MemoryDb) -> None:
+    a = remember(db, "mine")
+    b = remember(db, "theirs", t="b")
+    embed(db, "source", a.source_id, [1.0, 0.0], version="2")
+    embed(db, "source", b.source_id, [1.0, 0.0], t="b")
+    assert hybrid(db, "zzz", [1.0, 0.0]) == []
+    assert ids(hybrid(db, "zzz", [1.0, 0.0], version="2")) == [("source", a.source_id)]
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+def _per_row_cumsum(matrix: np.ndarray, q: np.ndarray) -> np.ndarray:
+    return np.array([np.cumsum(row * q, dtype=np.float32)[-1] for row in matrix], dtype=np.float32)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_accumulation_is_bit_identical(seed: int) -> None:
+    """acc = acc + M[i] * q[i] over components equals each row's sequential float32 sum
+    (np.cumsum), including mixed magnitudes where summation order changes the result."""
+    rng = np.random.default_rng(seed)
+    n, d = 300, 64
+    scale = 10.0 ** rng.integers(-20, 20, size=(n, d))
+    rows = (rng.standard_normal((n, d)) * scale).astype(np.float32)
+    q = (rng.standard_normal(d) * 10.0 ** rng.integers(-5, 5, size=d)).astype(np.float32)
+    columns = np.ascontiguousarray(rows.T)
+    with np.errstate(all="ignore"):
+        want = _per_row_cumsum(rows, q)
+        got = dense.sequential_dot(columns, q)
+        assert got.tobytes() == want.tobytes()
+        assert (rows @ q != want).any()  # BLAS/pairwise order really differs
+        sq = dense.sequential_square_distance(columns, q)
+        diffs = q[None, :] - rows
+        want_sq = np.array(
+            [np.cumsum(r * r, dtype=np.float32)[-1] for r in diffs], dtype=np.float32
+        )
+        assert sq.tobytes() == want_sq.tobytes()
+        norms = dense.sequential_norms(columns)
+        want_norms = np.sqrt(
+            np.array([np.cumsum(r * r, dtype=np.float32)[-1] for r in rows], dtype=np.float32)
+        )
+        assert norms.tobytes() == want_norms.tobytes()
+
+
+def test_threaded_scoring_is_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large lanes are scored by column ranges in threads; each column's sum is unchanged."""
+    rng = np.random.default_rng(11)
+    columns = np.ascontiguousarray(rng.standard_normal((48, 5003)).astype(np.float32))
+    q = rng.standard_normal(48).astype(np.float32)
+    single_dot = dense._dot_kernel(columns, q)
+    single_sq = dense._square_distance_kernel(columns, q)
+    monkeypatch.setattr(dense, "PARALLEL_COLUMNS", 10)
+    monkeypatch.setattr(dense.os, "cpu_count", lambda: 4)
+    assert dense.sequential_dot(columns, q).tobytes() == single_dot.tobytes()
+    assert dense.sequential_square_distance(columns, q).tobytes() == single_sq.tobytes()
+
+
+def test_order_keys_total_order() -> None:
+    values = np.array([-np.inf, -3.0, -1e-45, -0.0, 0.0, 1e-45, 2.0, np.inf], dtype=np.float32)
+    keys = dense.order_keys(values)
+    assert list(keys) == sorted(keys) and len(set(keys.tolist())) == len(values)
+
+
+def test_fusion_window_is_wide_enough() -> None:
+    """The inequality behind dense.fusion_ranks: f(X + L − 1) − f(K) ≥ 4 for L in 1..100 and
+    any lexical list length X (4L in search)."""
+
+    def f(rank: int) -> int:
+        return 1_000_000 // (61 + rank)
+
+    for limit in range(1, 101):
+        assert f(5 * limit - 1) - f(dense.fusion_window(limit)) >= 4
+        for lexical in (0, 1, limit, 4 * limit, 10 * limit, 5000):
+            window = dense.fusion_window(limit, lexical)
+            assert f(lexical + limit - 1) - f(window) >= 4
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_truncated_dense_lane_gives_the_full_fusion(tmp_path: Path, seed: int) -> None:
+    """Hundreds of dense targets (more than the fusion window for small limits), lexical hits
+    deep in the dense list: the pack equals fusing the complete dense list."""
+    rng = random.Random(seed)
+    words = ["alpha", "beta", "gamma", "delta", "omega"]
+    with MemoryDb.open(str(tmp_path / "w.db")) as db:
+        notes = []
+        for i in range(260):
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(1, 6))) + f" n{i}"
+            if i % 7 == 0:
+                r = remember(db, text, claim=("Sam", "note", f"v{i}"))
+            else:
+                r = remember(db, text)
+            notes.append(r)
+            vec = [float(rng.randint(-3, 3)) for _ in range(4)]
+            if not any(vec):
+                vec[0] = 1.0
+            kind = rng.choice(["source", "evidence", "claim" if r.claim_id else "source"])
+            tid = {"source": r.source_id, "evidence": r.evidence_id, "claim": r.claim_id}[kind]
+            embed(db, kind, tid, vec, norm="none", dist=["cosine", "dot", "euclidean"][seed % 3])
+        for limit in (1, 2, 3, 10):
+            for _ in range(3):
+                query = " ".join(rng.choice(words) for _ in range(2))
+                qv = [float(rng.randint(-3, 3)) for _ in range(4)]
+                qv[1] = 1.0
+                req = SearchRequest(T, P, query, limit, QueryEmbedding(qv, M, V))
+                check_against_reference(db, req)
+
+
+# --------------------------------------------------------------------------- cache
+
+
+def test_cache_follows_every_write_path(db: MemoryDb, db_path: str, tmp_path: Path) -> None:
+    """Each write (this connection or another) is visible to the next dense search, and the
+    cached results always equal the reference computed from the stored rows."""
+    q = QueryEmbedding([1.0, 0.0], M, V)
+
+    def check() -> list[str]:
+        result = check_against_reference(db, SearchRequest(T, P, "Acme", 10, q))
+        return [] if result[0] == "error" else [i["memory"]["id"] for i in result[1]["items"]]
+
+    a = claim_memory(db)
+    b = remember(db, "Quiet desk near a window", at=11)
+    assert check() == [a.claim_id]
+    embed(db, "source", b.source_id, [1.0, 0.0])  # embed
+    assert b.source_id in check()
+    embed(db, "claim", a.claim_id, [0.0, 1.0])
+    assert a.claim_id in check()
+    embed(db, "claim", a.claim_id, [1.0, 0.0])  # re-embed the same target, same second
+    first = check()
+    assert first[0] in (a.claim_id, b.source_id)
+    fix = db.correct(CorrectRequest(T, P, a.claim_id, "Sam moved to Beta", "Beta", 20, 20))
+    assert a.claim_id not in check()  # correct
+    embed(db, "claim", fix.claim_id, [0.6, 0.8])
+    assert fix.claim_id in check()
+    c = remember(db, "Sam runs", at=21, claim=("Sam", "habit", "running"), tier=Tier.SHORT_TERM)
+    embed(db, "claim", c.claim_id, [0.8, 0.6])
+    assert c.claim_id in check()
+    db.promote(ClaimTierRequest(T, P, c.claim_id, 22))  # promote
+    assert c.claim_id in check()
+    db.archive(ClaimTierRequest(T, P, c.claim_id, 23))  # archive
+    assert c.claim_id not in check()
+    db.delete(DeleteRequest(T, P, b.source_id, 30))  # delete
+    assert b.source_id not in check()
+    db.repair(LimitRequest(T, P, 100))  # repair
+    check()
+    # another connection: a hand edit and an embed through a second MemoryDb
+    edit(db_path, "UPDATE claims SET recorded_until = 40 WHERE id = ?", (fix.claim_id,))
+    assert fix.claim_id not in check()
+    d = remember(db, "Another desk", at=41)
+    with MemoryDb.open(db_path) as other:
+        embed(other, "source", d.source_id, [1.0, 0.0])
+    assert d.source_id in check()
+    # apply: a replica that searches, then receives more commits
+    page = db.export(ExportRequest(T, P, 1, limit=100))
+    with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
+        replica.apply(ApplyRequest(T, P, 1, page["database_schema_version"], page["commits"][:1]))
+        embed(replica, "claim", a.claim_id, [1.0, 0.0])
+        got = replica.search(SearchRequest(T, P, "zzz", 10, q))
+        assert [i.memory.id for i in got.items] == [a.claim_id]
+        replica.apply(ApplyRequest(T, P, 1, page["database_schema_version"], page["commits"]))
+        check_against_reference(replica, SearchRequest(T, P, "zzz", 10, q))
+        assert a.claim_id not in [
+            i.memory.id for i in replica.search(SearchRequest(T, P, "zzz", 10, q)).items
+        ]
+
+
+def test_vector_only_hand_edit_needs_clear_cache(db: MemoryDb, db_path: str) -> None:
+    """The documented limit: rewriting ``vector`` alone (created_at untouched) in place is not
+    seen by a warm cache once the row's second has passed; clear_cache() drops it."""
+    a, b = remember(db, "first"), remember(db, "second")
+    embed(db, "source", a.source_id, [1.0, 0.0])
+    embed(db, "source", b.source_id, [0.0, 1.0])
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 10")
+    assert ranking(db, [1.0, 0.0])[0].id == a.source_id  # cached, settled
+    edit(db_path, "UPDATE embeddings SET vector = '[0.0,1.0]' WHERE target_id = ?", (a.source_id,))
+    edit(db_path, "UPDATE embeddings SET vector = '[1.0,0.0]' WHERE target_id = ?", (b.source_id,))
+    dense.clear_cache()
+    assert ranking(db, [1.0, 0.0])[0].id == b.source_id
+
+
+@pytest.fixture
+def vector_file(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Write lane files for any lane size, and count decoded vectors."""
+    from zkr.store import embeddings, vectorfile
+
+    monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
+    monkeypatch.setattr(vectorfile, "SAVE_AFTER", 1)
+    monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
+    decoded: list[object] = []
+    original = embeddings.decode_vector
+
+    def counting(text: object, *args: Any) -> Any:
+        decoded.append(text)
+        return original(text, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dense, "decode_vector", counting)
+    return decoded
+
+
+def test_vector_file_serves_a_fresh_connection(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    notes = [remember(db, f"note {i}") for i in range(6)]
+    for i, n in enumerate(notes):
+        embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")  # settled rows
+    req = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V))
+    first = check_against_reference(db, req)
+    assert len(vector_file) == 6
+    files = list(Path(db_path + ".zkr-vectors").glob("*.bin"))
+    assert len(files) == 1
+    with MemoryDb.open(db_path) as fresh:
+        vector_file.clear()
+        assert check_against_reference(fresh, req) == first
+        assert vector_file == []  # nothing re-decoded
+        # a re-embedded row has a new created_at: only that row is decoded again
+        embed(fresh, "source", notes[5].source_id, [1.0, 0.0])
+        edit(
+            db_path,
+            "UPDATE embeddings SET created_at = created_at - 50 WHERE target_id = ?",
+            (notes[5].source_id,),
+        )
+    with MemoryDb.open(db_path) as again:
+        vector_file.clear()
+        result = check_against_reference(again, req)
+        assert len(vector_file) == 1
+        assert result[1]["items"][0]["memory"]["id"] in (notes[0].source_id, notes[5].source_id)
+
+
+def test_vector_file_does_not_trust_rows_of_the_current_second(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    a, b = remember(db, "first"), remember(db, "second")
+    embed(db, "source", a.source_id, [1.0, 0.0])
+    embed(db, "source", b.source_id, [0.0, 1.0])
+    req = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V))
+    check_against_reference(db, req)
+    # same second (created_at unchanged), another process rewrites both vectors
+    with MemoryDb.open(db_path) as other:
+        embed(other, "source", a.source_id, [0.0, 1.0])
+        embed(other, "source", b.source_id, [1.0, 0.0])
+    edit(db_path, "UPDATE embeddings SET created_at = (SELECT MIN(created_at) FROM embeddings)")
+    with MemoryDb.open(db_path) as fresh:
+        result = check_against_reference(fresh, req)
+        assert result[1]["items"][0]["memory"]["id"] == b.source_id
+
+
+def test_vector_file_is_optional(
+    db: MemoryDb, db_path: str, vector_file: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r = remember(db, "note")
+    embed(db, "source", r.source_id, [1.0, 0.0])
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+    req = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V))
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    check_against_reference(db, req)
+    assert not Path(db_path + ".zkr-vectors").exists()
+    monkeypatch.delenv("ZKR_VECTOR_CACHE")
+    with MemoryDb.open(db_path) as fresh:
+        check_against_reference(fresh, req)
+    (lane_file,) = Path(db_path + ".zkr-vectors").glob("*.bin")
+    lane_file.write_bytes(b"ZKRVEC02garbage")  # a damaged file is ignored
+    with MemoryDb.open(db_path) as fresh:
+        assert check_against_reference(fresh, req)[0] == "ok"
+    with MemoryDb.open(":memory:") as memory:
+        memory.search(req)  # no file for an in-memory database
+
+
+def test_cache_is_per_connection_and_bounded(tmp_path: Path) -> None:
+    dbs = [MemoryDb.open(str(tmp_path / f"{i}.db")) for i in range(dense.MAX_CACHED_LANES + 3)]
+    try:
+        for i, d in enumerate(dbs):
+            r = remember(d, f"note {i}")
+            embed(d, "source", r.source_id, [1.0, 0.0])
+            assert ids(hybrid(d, "zzz", [1.0, 0.0])) == [("source", r.source_id)]
+        assert len(dense._CACHES) <= dense.MAX_CACHED_LANES
+    finally:
+        for d in dbs:
+            d.close()
+
+
+def test_lexical_search_does_not_import_numpy(db_path: str) -> None:
+    with MemoryDb.open(db_path) as db:
+        r = remember(db, "note about numpy")
+        embed(db, "source", r.source_id, [1.0, 0.0])
+
+    def imports(request: dict[str, Any]) -> str:
+        proc = subprocess.run(
+            [sys.executable, "-X", "importtime", "-m", "zkr", "--db", db_path, "search"],
+            input=json.dumps(request).encode(),
+            capture_output=True,
+            check=True,
+        )
+        return proc.stderr.decode()
+
+    base = {"tenant_id": T, "person_id": P, "query": "note"}
+    assert "numpy" not in imports(base)
+    assert "numpy" in imports(
+        {**base, "query_embedding": {"vector": [1.0, 0.0], "model": M, "version": V}}
+    )
+
+
+# --------------------------------------------------------------------------- properties
+
+SCOPES = [(T, P), (T, "q"), ("b", P)]
+WORDS = ["desk", "window", "Acme", "lamp", "tea"]
+
+remember_op = st.tuples(
+    st.just("remember"), st.sampled_from([0, 0, 0, 1, 2]), st.integers(0, 4), st.integers(0, 3)
+)
+vector3 = st.lists(st.integers(-2, 2), min_size=3, max_size=3)
+embed_op = st.tuples(st.just("embed"), st.integers(0, 40), st.integers(0, 9), vector3)
+op = st.one_of(
+    remember_op,
+    embed_op,
+    embed_op,
+    st.tuples(st.just("delete"), st.integers(0, 40)),
+    st.tuples(st.just("correct"), st.integers(0, 40)),
+    st.tuples(st.just("archive"), st.integers(0, 40)),
+    st.tuples(st.just("promote"), st.integers(0, 40)),
+    st.tuples(st.just("link"), st.integers(0, 40), st.integers(0, 40), st.booleans()),
+    st.tuples(st.just("repair"), st.integers(0, 5)),
+    st.tuples(st.just("corrupt"), st.integers(0, 40), st.integers(0, 3)),
+    st.tuples(
+        st.just("search"),
+        vector3,
+        st.integers(0, 4),
+        st.integers(1, 4),
+        st.sampled_from([True, True, True, False]),
+    ),
+)
+
+
+@given(
+    st.lists(remember_op, min_size=3, max_size=8),
+    st.lists(st.tuples(st.integers(0, 9), vector3), min_size=3, max_size=8),
+    st.lists(op, min_size=5, max_size=35),
+)
+@settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+def test_hybrid_search_properties(
+    memories: list[tuple[Any, ...]],
+    vectors: list[tuple[int, list[int]]],
+    ops: list[tuple[Any, ...]],
+) -> None:
+    """Random memories, vectors and lifecycle operations; after each search: no deleted,
+    superseded, archived, out-of-scope or other-lane item, and the cached search equals the
+    reference computed from the stored rows."""
+    setup = memories + [("embed", i, choice, vec) for i, (choice, vec) in enumerate(vectors)]
+    searches = [("search", vec, i % len(WORDS), 3, True) for i, (_, vec) in enumerate(vectors)]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "p.db")
+        with MemoryDb.open(path) as db:
+            _run_ops(db, path, setup + searches[:1] + ops + searches)
+
+
+def _run_ops(db: MemoryDb, path: str, ops: list[tuple[Any, ...]]) -> None:
+    memories: list[tuple[str, str, Any]] = []  # (tenant, person, remember result)
+    clock = [10]
+
+    def tick() -> int:
+        clock[0] += 1
+        return clock[0]
+
+    def pick(i: int) -> tuple[str, str, Any] | None:
+        return memories[i % len(memories)] if memories else None
+
+    for item in ops:
+        kind = item[0]
+        try:
+            if kind == "remember":
+                t, p = SCOPES[item[1]]
+                text = f"{WORDS[item[2]]} note {len(memories)}"
+                claim = None if item[3] == 0 else ("Sam", WORDS[item[2]], f"v{len(memories)}")
+                options: dict[str, Any] = {}
+                if item[3] == 2:
+                    options = {"tier": Tier.SHORT_TERM}
+                elif item[3] == 3:
+                    options = {"tier": Tier.SHORT_TERM, "processing_state": ProcessingState.PENDING}
+                memories.append(
+                    (t, p, remember(db, text, t=t, p=p, at=tick(), claim=claim, **options))
+                )
+            elif kind == "embed" and (m := pick(item[1])):
+                t, p, r = m
+                choices = [("source", r.source_id), ("evidence", r.evidence_id)]
+                if r.claim_id:
+                    choices.append(("claim", r.claim_id))
+                tk, tid = choices[item[2] % len(choices)]
+                model = "other" if item[2] == 9 else M
+                vec = [float(x) for x in item[3]]
+                if item[2] == 8:
+                    vec = vec[:2]  # another dimension: a lane conflict unless alone
+                dist = "dot" if item[2] == 7 else "cosine"
+                found = projection_input(db.conn, t, p, Target(TargetKind(tk), tid))
+                embed(
+                    db,
+                    tk,
+                    tid,
+                    vec,
+                    t=t,
+                    p=p,
+                    model=model,
+                    norm="none",
+                    dist=dist,
+                    input_hash="sha256:gone" if found is None else found.input_hash,
+                )
+            elif kind == "delete" and (m := pick(item[1])):
+                db.delete(DeleteRequest(m[0], m[1], m[2].source_id, tick()))
+            elif kind == "correct" and (m := pick(item[1])) and m[2].claim_id:
+                at = tick()
+                db.correct(
+                    CorrectRequest(m[0], m[1], m[2].claim_id, f"fixed {at}", f"x{at}", at, at)
+                )
+            elif kind == "archive" and (m := pick(item[1])) and m[2].claim_id:
+                db.archive(ClaimTierRequest(m[0], m[1], m[2].claim_id, tick()))
+            elif kind == "promote" and (m := pick(item[1])) and m[2].claim_id:
+                db.promote(ClaimTierRequest(m[0], m[1], m[2].claim_id, tick()))
+            elif (
+                kind == "link"
+                and (m := pick(item[1]))
+                and (c := pick(item[2]))
+                and (c[2].claim_id and c[:2] == m[:2])
+            ):
+                relation = Relation.SUPPORTS if item[3] else Relation.CONTRADICTS
+                db.link(LinkRequest(m[0], m[1], c[2].claim_id, m[2].evidence_id, relation, 5000))
+            elif kind == "repair":
+                t, p = SCOPES[item[1] % len(SCOPES)]
+                before = outcome(
+                    lambda t=t, p=p: db.search(
+                        SearchRequest(t, p, "desk", 10, QueryEmbedding([1.0, 0.0, 0.0], M, V))
+                    ).to_json()
+                )
+                db.repair(LimitRequest(t, p, 100))
+                after = outcome(
+                    lambda t=t, p=p: db.search(
+                        SearchRequest(t, p, "desk", 10, QueryEmbedding([1.0, 0.0, 0.0], M, V))
+                    ).to_json()
+                )
+                assert before == after  # repair only removes rows search already ignores
+            elif kind == "corrupt" and (m := pick(item[1])):
+                sql = [
+                    "UPDATE embeddings SET normalization = '\"bogus\"' WHERE target_id = ?",
+                    "UPDATE embeddings SET input_hash = 'sha256:x' WHERE target_id = ?",
+                    "UPDATE embeddings SET dimension = 2, vector = '[1.0,0.0]',"
+                    " created_at = created_at + 1 WHERE target_id = ?",
+                    "UPDATE claims SET valid_until = valid_from + 1 WHERE id = ?",
+                ][item[2]]
+                tid = m[2].claim_id if item[2] == 3 else m[2].source_id
+                if tid:
+                    edit(path, sql, (tid,))
+            elif kind == "search":
+                t, p = SCOPES[0] if item[4] else SCOPES[1]
+                req = SearchRequest(
+                    t, p, WORDS[item[2]], item[3], QueryEmbedding([float(x) for x in item[1]], M, V)
+                )
+                result = check_against_reference(db, req)
+                event(
+                    f"search {result[0]}"
+                    + (
+                        f" {min(len(result[1]['items']), 3)}+ items"
+                        if result[0] == "ok"
+                        else f" {result[1]}"
+                    )
+                )
+                if result[0] == "ok":
+                    _check_invariants(db, t, p, result[1])
+        except ZkrError:
+            pass
+
+
+def _check_invariants(db: MemoryDb, t: str, p: str, pack: dict[str, Any]) -> None:
+    conn = db.conn
+    for item in pack["items"]:
+        kind, tid = item["memory"]["kind"], item["memory"]["id"]
+        if kind == "claim":
+            row = conn.execute(
+                f"SELECT 1 FROM claims WHERE id=? AND tenant_id=? AND person_id=? AND {LIVE}",
+                (tid, t, p),
+            ).fetchone()
+        elif kind == "evidence":
+            row = conn.execute(
+                "SELECT 1 FROM evidence e JOIN sources s ON s.id = e.source_id"
+                " AND s.deleted_at IS NULL WHERE e.id=? AND e.tenant_id=? AND e.person_id=?"
+                " AND e.deleted_at IS NULL",
+                (tid, t, p),
+            ).fetchone()
+        else:
+            row = conn.execute(
+                "SELECT 1 FROM sources WHERE id=? AND tenant_id=? AND person_id=?"
+                " AND deleted_at IS NULL",
+                (tid, t, p),
+            ).fetchone()
+        assert row is not None, item  # live and in scope: never deleted/superseded/archived
+        (ev,) = item["evidence_ids"]
+        assert (
+            conn.execute(
+                "SELECT 1 FROM evidence e JOIN sources s ON s.id = e.source_id AND s.deleted_at IS"
+                " NULL WHERE e.id=? AND e.tenant_id=? AND e.person_id=? AND e.deleted_at IS NULL",
+                (ev, t, p),
+            ).fetchone()
+            is not None
+        )
