@@ -18,12 +18,6 @@ EXTRA_INDEXES: dict[str, tuple[str, str]] = {
         "CREATE INDEX IF NOT EXISTS zkr_claim_evidence_by_evidence"
         " ON claim_evidence (evidence_id, relation)",
     ),
-    # the dense lane and projections read one (scope, model, version) lane at a time.
-    "zkr_embeddings_lane": (
-        "embeddings",
-        "CREATE INDEX IF NOT EXISTS zkr_embeddings_lane"
-        " ON embeddings (tenant_id, person_id, model, version)",
-    ),
     # embed/projections/repair find the lane (spec/retrieval.md §9.3) by seeking the distinct
     # (dimension, normalization, distance) of a (scope, model, version) and then its newest
     # rows, so their cost does not grow with the lane (the reference re-validates every row).
