@@ -131,15 +131,13 @@ def main(argv: list[str]) -> int:
             f"(evidence {corrected.evidence_id})"
         )
         show(
-            "where does Maya work? (now)",
-            db.search(SearchRequest(tenant, person, "Maya employer Northwind", limit=3)),
+            "Maya's job (now)",
+            db.search(SearchRequest(tenant, person, "Maya job", limit=3)),
         )
         before = AsOf(valid_at=fix["captured_at"] - 1, recorded_at=fix["captured_at"])
         show(
-            "where does Maya work? (as of before the correction)",
-            db.search(
-                SearchRequest(tenant, person, "Maya employer Northwind", limit=3, as_of=before)
-            ),
+            "Maya's job (as of before the correction)",
+            db.search(SearchRequest(tenant, person, "Maya job", limit=3, as_of=before)),
         )
 
         _, ana = stored["turn-6"]
@@ -149,8 +147,8 @@ def main(argv: list[str]) -> int:
             f"tombstoned, {deleted.claim_count} claim retracted"
         )
         show(
-            "what is Ana allergic to (after deleting that turn)",
-            db.search(SearchRequest(tenant, person, "what is Ana allergic to", limit=3)),
+            "Ana peanuts (after deleting that turn)",
+            db.search(SearchRequest(tenant, person, "Ana peanuts", limit=3)),
         )
     return 0
 

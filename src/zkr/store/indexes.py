@@ -39,7 +39,7 @@ EXTRA_INDEXES: dict[str, tuple[str, str]] = {
     "zkr_evidence_by_source_live": (
         "evidence",
         "CREATE INDEX IF NOT EXISTS zkr_evidence_by_source_live"
-        " ON evidence (tenant_id, person_id, source_id, deleted_at)"
+        " ON evidence (tenant_id, person_id, source_id, deleted_at)",
     ),
     # correct/delete remove the profile entries backed by given claims.
     "zkr_profile_entries_by_claim": (
