@@ -523,21 +523,8 @@ def append_commit(
     for record in records:
         if record_scope(record) != (tenant_id, person_id):
             raise StorageError("export record scope does not match its commit")
-        payload = canonical(record)
-        if len(payload) > RECORD_LIMIT // 4 and len(payload.encode("utf-8")) > RECORD_LIMIT:
-            raise StorageError(f"export record exceeds {RECORD_LIMIT} bytes")
-        payloads.append(payload)
-    cursor = conn.execute(
-        "INSERT INTO memory_commits (tenant_id, person_id, recorded_at) VALUES (?, ?, ?)",
-        (tenant_id, person_id, recorded_at),
-    )
-    sequence = cursor.lastrowid
-    assert sequence is not None
-    conn.executemany(
-        "INSERT INTO memory_export_events (commit_sequence, event_index, payload) VALUES (?, ?, ?)",
-        [(sequence, index, payload) for index, payload in enumerate(payloads)],
-    )
-    return sequence
+        payloads.append(canonical(record))
+    return append_payloads(conn, tenant_id, person_id, recorded_at, payloads)
 
 
 def append_payloads(

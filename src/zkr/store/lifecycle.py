@@ -19,6 +19,7 @@ import sqlite3
 
 from zkr.errors import InvalidInput, NotFound, StorageError
 from zkr.model import (
+    ClaimInput,
     ClaimKind,
     ClaimTierRequest,
     CorrectRequest,
@@ -36,9 +37,9 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import write_tx
+from zkr.store.write import Capture, insert_capture, insert_supported_claim, set_origins
 from zkr.text import new_id, require_scope, require_text
 
-FULL_CONFIDENCE = 10_000
 MAX_CONFIDENCE = 10_000
 INTERVAL_TRIGGER = "invalid claim half-open time interval"
 
@@ -114,30 +115,19 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
             raise InvalidInput(
                 "correction timestamps must advance the original valid and recorded intervals"
             )
-        source_id, evidence_id, claim_id = new_id(), new_id(), new_id()
+        claim_id = new_id()
         # Writes 2-3: the correction source (captured_at = valid_at, §5 item 8) and its evidence.
-        conn.execute(
-            "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content, captured_at,"
-            " recorded_at, deleted_at, ingestion_key) VALUES (?, ?, ?, 1, ?, ?, ?, ?, NULL, NULL)",
-            (
-                source_id,
-                t,
-                p,
-                quoted(SourceKind.USER_CORRECTION.value),
-                req.text,
-                req.valid_at,
-                req.recorded_at,
-            ),
+        capture = Capture(
+            new_id(),
+            new_id(),
+            t,
+            p,
+            SourceKind.USER_CORRECTION,
+            req.text,
+            req.valid_at,
+            req.recorded_at,
         )
-        conn.execute(
-            "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?, ?, ?, ?)",
-            (source_id, t, p, req.text),
-        )
-        conn.execute(
-            "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision, quote,"
-            " recorded_at, deleted_at) VALUES (?, ?, ?, ?, 1, ?, ?, NULL)",
-            (evidence_id, t, p, source_id, req.text, req.recorded_at),
-        )
+        insert_capture(conn, capture)
         # Write 4: close both intervals; tier/state kept, so an archived claim trips the
         # legal-state trigger ("illegal memory state combination", §3.3 step 6).
         conn.execute(
@@ -158,90 +148,46 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
         # Write 7: the replacement is always long_term/processed (§5 item 7).
         if stored_kind not in feed.CLAIM_KINDS:
             raise StorageError("stored claim kind is invalid")
-        kind = ClaimKind(stored_kind)
-        tier, state = Tier.LONG_TERM.value, ProcessingState.PROCESSED.value
-        conn.execute(
-            "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
-            " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', ?, ?, ?)",
-            (
-                claim_id,
-                t,
-                p,
-                subject,
-                predicate,
-                req.value,
-                req.valid_at,
-                req.recorded_at,
-                tier,
-                state,
-                kind.value,
-            ),
+        replacement = ClaimInput(
+            subject,
+            predicate,
+            req.value,
+            ClaimKind(stored_kind),
+            req.valid_at,
+            Tier.LONG_TERM,
+            ProcessingState.PROCESSED,
         )
-        conn.execute(
-            "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
-            " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
-            (t, p, claim_id, evidence_id, _SUPPORTS, FULL_CONFIDENCE),
-        )
+        claim_records = insert_supported_claim(conn, capture, claim_id, replacement)
         # Writes 8-9: origins, then the correction row (its trigger checks that lineage).
-        conn.execute(
-            "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ? WHERE id = ?",
-            (evidence_id, claim_id, source_id),
-        )
+        capture_records = set_origins(conn, capture, claim_id)
         conn.execute(
             "INSERT INTO corrections (tenant_id, person_id, superseded_claim_id, claim_id,"
             " source_id, evidence_id, valid_at, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (t, p, req.claim_id, claim_id, source_id, evidence_id, req.valid_at, req.recorded_at),
+            (
+                t,
+                p,
+                req.claim_id,
+                claim_id,
+                capture.source_id,
+                capture.evidence_id,
+                req.valid_at,
+                req.recorded_at,
+            ),
         )
         # Feed (§3.3): source, evidence, old claim, new claim, link, correction, deletions.
         records = [
-            feed.source_body(
-                id=source_id,
-                tenant_id=t,
-                person_id=p,
-                revision=1,
-                kind=SourceKind.USER_CORRECTION.value,
-                content=req.text,
-                captured_at=req.valid_at,
-                recorded_at=req.recorded_at,
-                deleted_at=None,
-                ingestion_key=None,
-                origin_evidence_id=evidence_id,
-                origin_claim_id=claim_id,
-            ),
-            feed.evidence_body(
-                id=evidence_id,
-                tenant_id=t,
-                person_id=p,
-                source_id=source_id,
-                source_revision=1,
-                quote=req.text,
-                recorded_at=req.recorded_at,
-                locator=None,
-                deleted_at=None,
-            ),
+            *capture_records,
             feed.claim_record(conn, req.claim_id),
-            feed.claim_body(
-                id=claim_id,
-                tenant_id=t,
-                person_id=p,
-                subject=subject,
-                predicate=predicate,
-                value=req.value,
-                kind=kind.value,
-                valid_from=req.valid_at,
-                valid_until=None,
-                recorded_from=req.recorded_at,
-                recorded_until=None,
-                status=Status.ACCEPTED.value,
-                tier=tier,
-                processing_state=state,
-            ),
-            feed.claim_evidence_body(
-                t, p, claim_id, evidence_id, Relation.SUPPORTS.value, FULL_CONFIDENCE
-            ),
+            *claim_records,
             feed.correction_body(
-                t, p, req.claim_id, claim_id, source_id, evidence_id, req.valid_at, req.recorded_at
+                t,
+                p,
+                req.claim_id,
+                claim_id,
+                capture.source_id,
+                capture.evidence_id,
+                req.valid_at,
+                req.recorded_at,
             ),
         ]
         records.extend(
@@ -249,7 +195,7 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
             for entry_id in removed_profiles
         )
         feed.append_commit(conn, t, p, req.recorded_at, records)
-    return CorrectResult(source_id, evidence_id, claim_id, req.claim_id)
+    return CorrectResult(capture.source_id, capture.evidence_id, claim_id, req.claim_id)
 
 
 # --------------------------------------------------------------------------- link

@@ -10,6 +10,7 @@ returns the original ids and writes nothing.
 from __future__ import annotations
 
 import sqlite3
+from typing import NamedTuple
 
 from zkr.errors import InvalidInput, NotFound
 from zkr.model import (
@@ -19,6 +20,7 @@ from zkr.model import (
     Relation,
     RememberRequest,
     RememberResult,
+    SourceKind,
     Status,
     is_legal_state,
     quoted,
@@ -80,35 +82,54 @@ def remember(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
         return _insert(conn, req)
 
 
-def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
-    t, p = req.tenant_id, req.person_id
-    source_id, evidence_id = new_id(), new_id()
-    # sources + its FTS projection row; origins are set once evidence/claim exist (trigger
-    # source_origin_scope_* requires them to resolve in scope).
+class Capture(NamedTuple):
+    """A new source with its one evidence row, as ``remember`` and ``correct`` write them."""
+
+    source_id: str
+    evidence_id: str
+    tenant_id: str
+    person_id: str
+    kind: SourceKind
+    text: str
+    captured_at: int
+    recorded_at: int
+    ingestion_key: str | None = None
+    locator: Locator | None = None
+
+
+def insert_capture(conn: sqlite3.Connection, capture: Capture) -> None:
+    """Insert a capture's source (revision 1, origins still NULL), its FTS row, its evidence
+    (quoting the whole text) and its optional locator (spec/lifecycle.md §3.1 "Writes").
+
+    Origins are set by :func:`set_origins` once the evidence and claim exist: the
+    ``source_origin_scope_*`` triggers require them to resolve in scope.
+    """
+    c = capture
+    t, p = c.tenant_id, c.person_id
     conn.execute(
         "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content, captured_at,"
         " recorded_at, deleted_at, ingestion_key) VALUES (?, ?, ?, 1, ?, ?, ?, ?, NULL, ?)",
         (
-            source_id,
+            c.source_id,
             t,
             p,
-            quoted(req.kind.value),
-            req.text,
-            req.captured_at,
-            req.recorded_at,
-            req.ingestion_key,
+            quoted(c.kind.value),
+            c.text,
+            c.captured_at,
+            c.recorded_at,
+            c.ingestion_key,
         ),
     )
     conn.execute(
         "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?, ?, ?, ?)",
-        (source_id, t, p, req.text),
+        (c.source_id, t, p, c.text),
     )
     conn.execute(
         "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision, quote,"
         " recorded_at, deleted_at) VALUES (?, ?, ?, ?, 1, ?, ?, NULL)",
-        (evidence_id, t, p, source_id, req.text, req.recorded_at),
+        (c.evidence_id, t, p, c.source_id, c.text, c.recorded_at),
     )
-    loc = req.locator
+    loc = c.locator
     if loc is not None:
         conn.execute(
             "INSERT INTO evidence_locators (tenant_id, person_id, evidence_id, device_id,"
@@ -117,7 +138,7 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
             (
                 t,
                 p,
-                evidence_id,
+                c.evidence_id,
                 loc.device_id,
                 loc.provider,
                 loc.stream_id,
@@ -126,90 +147,127 @@ def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
                 loc.end_ms,
             ),
         )
-    claim_id: str | None = None
-    records: list[feed.Record] = []
-    claim = req.claim
-    if claim is not None:
-        validate_claim(claim)
-        claim_id = new_id()
-        conn.execute(
-            "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
-            " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', ?, ?, ?)",
-            (
-                claim_id,
-                t,
-                p,
-                claim.subject,
-                claim.predicate,
-                claim.value,
-                claim.valid_from,
-                req.recorded_at,
-                claim.tier.value,
-                claim.processing_state.value,
-                claim.kind.value,
-            ),
-        )
-        conn.execute(
-            "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
-            " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
-            (t, p, claim_id, evidence_id, quoted(Relation.SUPPORTS.value), FULL_CONFIDENCE),
-        )
-        records = [
-            feed.claim_body(
-                id=claim_id,
-                tenant_id=t,
-                person_id=p,
-                subject=claim.subject,
-                predicate=claim.predicate,
-                value=claim.value,
-                kind=claim.kind.value,
-                valid_from=claim.valid_from,
-                valid_until=None,
-                recorded_from=req.recorded_at,
-                recorded_until=None,
-                status=Status.ACCEPTED.value,
-                tier=claim.tier.value,
-                processing_state=claim.processing_state.value,
-            ),
-            feed.claim_evidence_body(
-                t, p, claim_id, evidence_id, Relation.SUPPORTS.value, FULL_CONFIDENCE
-            ),
-        ]
+
+
+def insert_supported_claim(
+    conn: sqlite3.Connection,
+    capture: Capture,
+    claim_id: str,
+    claim: ClaimInput,
+) -> list[feed.Record]:
+    """Insert an accepted claim recorded at the capture's time, supported by its evidence at
+    10000 basis points; returns the claim and claim_evidence records (spec/lifecycle.md §3.1,
+    §3.3 write 7)."""
+    t, p, recorded_at = capture.tenant_id, capture.person_id, capture.recorded_at
     conn.execute(
-        "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ? WHERE id = ?",
-        (evidence_id, claim_id, source_id),
+        "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value, valid_from,"
+        " valid_until, recorded_from, recorded_until, status, tier, processing_state, kind)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL, 'accepted', ?, ?, ?)",
+        (
+            claim_id,
+            t,
+            p,
+            claim.subject,
+            claim.predicate,
+            claim.value,
+            claim.valid_from,
+            recorded_at,
+            claim.tier.value,
+            claim.processing_state.value,
+            claim.kind.value,
+        ),
     )
-    # Feed (spec/lifecycle.md §3.1 "Feed"): source, evidence, then claim + claim_evidence.
-    records[:0] = [
-        feed.source_body(
-            id=source_id,
+    conn.execute(
+        "INSERT INTO claim_evidence (tenant_id, person_id, claim_id, evidence_id, relation,"
+        " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
+        (t, p, claim_id, capture.evidence_id, quoted(Relation.SUPPORTS.value), FULL_CONFIDENCE),
+    )
+    return [
+        feed.claim_body(
+            id=claim_id,
             tenant_id=t,
             person_id=p,
+            subject=claim.subject,
+            predicate=claim.predicate,
+            value=claim.value,
+            kind=claim.kind.value,
+            valid_from=claim.valid_from,
+            valid_until=None,
+            recorded_from=recorded_at,
+            recorded_until=None,
+            status=Status.ACCEPTED.value,
+            tier=claim.tier.value,
+            processing_state=claim.processing_state.value,
+        ),
+        feed.claim_evidence_body(
+            t, p, claim_id, capture.evidence_id, Relation.SUPPORTS.value, FULL_CONFIDENCE
+        ),
+    ]
+
+
+def set_origins(
+    conn: sqlite3.Connection, capture: Capture, claim_id: str | None
+) -> list[feed.Record]:
+    """Point the capture's source at its evidence (and claim); returns the source and
+    evidence records as they now stand (the feed's post-state)."""
+    conn.execute(
+        "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ? WHERE id = ?",
+        (capture.evidence_id, claim_id, capture.source_id),
+    )
+    c = capture
+    return [
+        feed.source_body(
+            id=c.source_id,
+            tenant_id=c.tenant_id,
+            person_id=c.person_id,
             revision=1,
-            kind=req.kind.value,
-            content=req.text,
-            captured_at=req.captured_at,
-            recorded_at=req.recorded_at,
+            kind=c.kind.value,
+            content=c.text,
+            captured_at=c.captured_at,
+            recorded_at=c.recorded_at,
             deleted_at=None,
-            ingestion_key=req.ingestion_key,
-            origin_evidence_id=evidence_id,
+            ingestion_key=c.ingestion_key,
+            origin_evidence_id=c.evidence_id,
             origin_claim_id=claim_id,
         ),
         feed.evidence_body(
-            id=evidence_id,
-            tenant_id=t,
-            person_id=p,
-            source_id=source_id,
+            id=c.evidence_id,
+            tenant_id=c.tenant_id,
+            person_id=c.person_id,
+            source_id=c.source_id,
             source_revision=1,
-            quote=req.text,
-            recorded_at=req.recorded_at,
-            locator=loc,
+            quote=c.text,
+            recorded_at=c.recorded_at,
+            locator=c.locator,
             deleted_at=None,
         ),
     ]
-    feed.append_commit(conn, t, p, req.recorded_at, records)
-    return RememberResult(source_id, evidence_id, claim_id)
+
+
+def _insert(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
+    capture = Capture(
+        new_id(),
+        new_id(),
+        req.tenant_id,
+        req.person_id,
+        req.kind,
+        req.text,
+        req.captured_at,
+        req.recorded_at,
+        req.ingestion_key,
+        req.locator,
+    )
+    insert_capture(conn, capture)
+    claim_id: str | None = None
+    claim_records: list[feed.Record] = []
+    if req.claim is not None:
+        validate_claim(req.claim)
+        claim_id = new_id()
+        claim_records = insert_supported_claim(conn, capture, claim_id, req.claim)
+    # Feed (spec/lifecycle.md §3.1 "Feed"): source, evidence, then claim + claim_evidence.
+    records = set_origins(conn, capture, claim_id) + claim_records
+    feed.append_commit(conn, req.tenant_id, req.person_id, req.recorded_at, records)
+    return RememberResult(capture.source_id, capture.evidence_id, claim_id)
 
 
 def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> RememberResult:
