@@ -248,3 +248,25 @@ def test_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:
     assert message == "database schema version 11 is newer than supported version 10"
     assert path.read_bytes() == before
     assert not os.path.exists(str(path) + "-wal")
+
+
+def test_hostile_inputs_get_contract_errors(db_path: str) -> None:
+    huge = b'{"tenant_id":"t","person_id":"p","query":"x","limit":1' + b"0" * 5000 + b"}"
+    assert cli(db_path, "search", stdin=huge).error() == "number out of range"
+    bad_name = cli(None, argv=["--db", db_path, "se\udcffarch"])
+    assert bad_name.error() == 'unknown command "se\\u{dcff}arch"'
+    assert "at at" not in cli(db_path, "search", stdin=b'{"a":"x\ty"}').error()
+
+
+def test_closed_stdin_is_an_empty_request(db_path: str) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "zkr", "--db", db_path, "search"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert json.loads(proc.stderr) == {"error": "EOF while parsing a value at line 1 column 0"}

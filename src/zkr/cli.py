@@ -7,6 +7,7 @@ value with sorted keys. Any failure prints ``{"error": MESSAGE}`` on stderr and 
 
 from __future__ import annotations
 
+import io
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -142,7 +143,8 @@ def _rust_debug(name: str) -> str:
             out.append("\\r")
         elif ch == "\t":
             out.append("\\t")
-        elif code < 0x20 or code == 0x7F:
+        elif code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF:
+            # control characters, and argv bytes that were not UTF-8 (surrogate escapes)
             out.append(f"\\u{{{code:x}}}")
         else:
             out.append(ch)
@@ -197,8 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(encoding="utf-8")
+    if sys.stdout is None or sys.stderr is None:  # started with a closed stdout/stderr
+        if sys.stderr is not None:
+            sys.stderr.write(cli_dumps({"error": "stdout is closed"}) + "\n")
+        return 1
+    stdin = sys.stdin.buffer if sys.stdin is not None else io.BytesIO()
     try:
-        return run(args, sys.stdin.buffer, sys.stdout, sys.stderr)
+        return run(args, stdin, sys.stdout, sys.stderr)
     except KeyboardInterrupt:
         sys.stderr.write(cli_dumps({"error": "interrupted"}) + "\n")
         return 1

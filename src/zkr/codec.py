@@ -59,18 +59,19 @@ def _check_surrogates(value: Any) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            if _has_lone_surrogate(item):
+            if has_lone_surrogate(item):
                 raise RequestError("lone leading or trailing surrogate in string escape")
         elif isinstance(item, dict):
             for key, sub in item.items():
-                if _has_lone_surrogate(key):
+                if has_lone_surrogate(key):
                     raise RequestError("lone leading or trailing surrogate in string escape")
                 stack.append(sub)
         elif isinstance(item, list):
             stack.extend(item)
 
 
-def _has_lone_surrogate(text: str) -> bool:
+def has_lone_surrogate(text: str) -> bool:
+    """True when ``text`` holds a code point in U+D800..U+DFFF (not encodable as UTF-8)."""
     # json.loads joins valid \uD83D\uDE00 pairs into one code point, so any remaining
     # code point in U+D800..U+DFFF came from a lone escape.
     try:
@@ -110,7 +111,10 @@ def parse_json(data: bytes | str) -> Any:
     try:
         value, end = _DECODER.raw_decode(text, stripped_start)
     except json.JSONDecodeError as exc:
-        raise RequestError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        message = exc.msg.removesuffix(" at")
+        raise RequestError(f"{message} at line {exc.lineno} column {exc.colno}") from None
+    except ValueError:  # an integer literal longer than Python's digit limit
+        raise RequestError("number out of range") from None
     except RecursionError:
         raise RequestError("recursion limit exceeded") from None
     rest = text[end:]
@@ -242,7 +246,10 @@ class Fields:
         for item in value:
             if isinstance(item, bool) or not isinstance(item, int | float):
                 raise RequestError(f"invalid type: {_describe(item)}, expected f32")
-            out.append(float(item))
+            try:
+                out.append(float(item))
+            except OverflowError:  # an integer literal beyond the double range
+                out.append(float("inf") if item > 0 else float("-inf"))
         return out
 
 

@@ -1,9 +1,10 @@
 """The library API: :class:`MemoryDb`, one method per CLI command.
 
 ``MemoryDb.open(path)`` opens (and creates/migrates) a zkr database; each method takes the typed
-request of :mod:`zkr.model` and returns a typed result or plain JSON-ready value. Failures raise
-:class:`zkr.errors.ZkrError` whose message is the CLI's error text. Every mutation runs in one
-``BEGIN IMMEDIATE`` transaction inside the store module that implements it.
+request of :mod:`zkr.model` (checked with :func:`zkr.model.validate`, so a float timestamp or a
+negative limit fails as the CLI would) and returns a typed result or plain JSON-ready value.
+Failures raise :class:`zkr.errors.ZkrError` whose message is the CLI's error text. Every
+mutation runs in one ``BEGIN IMMEDIATE`` transaction inside the store module that implements it.
 
 The CLI (:mod:`zkr.cli`) is framing over this class; plugins and benchmarks call it in-process.
 """
@@ -44,95 +45,113 @@ class MemoryDb:
 
     # -- write path (spec/lifecycle.md §3.1-3.2)
     def remember(self, req: model.RememberRequest) -> model.RememberResult:
+        model.validate(req)
         from zkr.store import write
 
         return write.remember(self.conn, req)
 
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
+        model.validate(req)
         from zkr.store import write
 
         return write.locator(self.conn, req)
 
     # -- retrieval (spec/retrieval.md)
     def search(self, req: model.SearchRequest) -> model.RetrievalPack:
+        model.validate(req)
         from zkr.store import retrieval
 
         return retrieval.search(self.conn, req)
 
     def get(self, req: model.GetRequest) -> model.RetrievalItem:
+        model.validate(req)
         from zkr.store import retrieval
 
         return retrieval.get(self.conn, req)
 
     # -- lifecycle (spec/lifecycle.md §3.3-3.11)
     def correct(self, req: model.CorrectRequest) -> model.CorrectResult:
+        model.validate(req)
         from zkr.store import lifecycle
 
         return lifecycle.correct(self.conn, req)
 
     def link(self, req: model.LinkRequest) -> None:
+        model.validate(req)
         from zkr.store import lifecycle
 
         lifecycle.link(self.conn, req)
 
     def promote(self, req: model.ClaimTierRequest) -> str:
+        model.validate(req)
         from zkr.store import lifecycle
 
         return lifecycle.promote(self.conn, req)
 
     def archive(self, req: model.ClaimTierRequest) -> str:
+        model.validate(req)
         from zkr.store import lifecycle
 
         return lifecycle.archive(self.conn, req)
 
     def delete(self, req: model.DeleteRequest) -> model.DeleteResult:
+        model.validate(req)
         from zkr.store import lifecycle
 
         return lifecycle.delete(self.conn, req)
 
     def profile(self, req: model.ProfileRequest) -> model.ProfileEntry:
+        model.validate(req)
         from zkr.store import profiles
 
         return profiles.profile(self.conn, req)
 
     def profiles(self, req: model.LimitRequest) -> list[model.ProfileEntry]:
+        model.validate(req)
         from zkr.store import profiles
 
         return profiles.profiles(self.conn, req)
 
     def review(self, req: model.ReviewRequest) -> str:
+        model.validate(req)
         from zkr.store import profiles
 
         return profiles.review(self.conn, req)
 
     def reviews(self, req: model.LimitRequest) -> list[model.DailyReview]:
+        model.validate(req)
         from zkr.store import profiles
 
         return profiles.reviews(self.conn, req)
 
     def repair(self, req: model.LimitRequest) -> int:
+        model.validate(req)
         from zkr.store import repair
 
         return repair.repair(self.conn, req)
 
     # -- embeddings (spec/retrieval.md §9-11)
     def projections(self, req: model.ProjectionsRequest) -> list[dict[str, Any]]:
+        model.validate(req)
         from zkr.store import embeddings
 
         return embeddings.projections(self.conn, req)
 
     def embed(self, req: model.EmbedRequest) -> dict[str, Any]:
+        model.validate(req)
         from zkr.store import embeddings
 
         return embeddings.embed(self.conn, req)
 
     # -- sync (spec/sync.md)
     def export(self, req: model.ExportRequest) -> dict[str, Any]:
+        model.validate(req)
         from zkr.store import feed
 
         return feed.export(self.conn, req)
 
     def apply(self, req: model.ApplyRequest) -> dict[str, int]:
+        model.validate(req)
         from zkr.store import apply
 
         return apply.apply(self.conn, req)
