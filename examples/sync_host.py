@@ -329,7 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--both-ways", action="store_true")
     parser.add_argument("--page-limit", type=int, default=PAGE_LIMIT)
     args = parser.parse_args(args_in)
-    state = SyncState(args.state)
+    if not 1 <= args.page_limit <= 100:
+        parser.error("--page-limit must be between 1 and 100")
+    if os.path.realpath(args.source) == os.path.realpath(args.destination):
+        parser.error("source and destination are the same database")
+    try:
+        state = SyncState(args.state)
+    except sqlite3.Error as exc:
+        print(json.dumps({"error": f"cannot open state file {args.state}: {exc}"}), file=sys.stderr)
+        return 1
     try:
         with MemoryDb.open(args.source) as a, MemoryDb.open(args.destination) as b:
             directions = [(a, b), (b, a)] if args.both_ways else [(a, b)]
