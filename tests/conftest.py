@@ -130,3 +130,22 @@ def dump(path: str) -> dict[str, list[tuple[Any, ...]]]:
         }
     finally:
         conn.close()
+
+
+def sam_acme(tenant: str = T, person: str = P, claim_kind: str = "fact") -> dict[str, Any]:
+    """The CLI ``remember`` request many scenarios start from: Sam's employer is Acme."""
+    return {
+        "tenant_id": tenant,
+        "person_id": person,
+        "kind": "conversation",
+        "text": "Sam works at Acme",
+        "captured_at": 10,
+        "recorded_at": 10,
+        "claim": {
+            "subject": "Sam",
+            "predicate": "employer",
+            "value": "Acme",
+            "kind": claim_kind,
+            "valid_from": 10,
+        },
+    }

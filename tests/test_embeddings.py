@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import SHARED, P, T, cli, dump, remember
+from tests.conftest import SHARED, P, T, cli, dump, remember, sam_acme
 from zkr import InvalidInput, MemoryDb, NotFound
 from zkr.codec import canonical, sha256_tagged
 from zkr.model import (
@@ -467,21 +467,7 @@ def test_s24_cli_projections_and_embed(db_path: str) -> None:
     r = cli(
         db_path,
         "remember",
-        {
-            "tenant_id": T,
-            "person_id": P,
-            "kind": "conversation",
-            "text": "Sam works at Acme",
-            "captured_at": 10,
-            "recorded_at": 10,
-            "claim": {
-                "subject": "Sam",
-                "predicate": "employer",
-                "value": "Acme",
-                "kind": "fact",
-                "valid_from": 10,
-            },
-        },
+        sam_acme(),
     ).json()
     page = cli(
         db_path,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import P, T, cli, dump, remember
+from tests.conftest import P, T, cli, dump, remember, sam_acme
 from tests.test_lifecycle import (
     claim_row,
     claimed,
@@ -196,20 +196,7 @@ def test_s21_cli_profile_with_contradiction(db_path: str) -> None:
     c = cli(
         db_path,
         "remember",
-        {
-            **scope,
-            "kind": "conversation",
-            "text": "Sam works at Acme",
-            "captured_at": 10,
-            "recorded_at": 10,
-            "claim": {
-                "subject": "Sam",
-                "predicate": "employer",
-                "value": "Acme",
-                "kind": "profile_fact",
-                "valid_from": 10,
-            },
-        },
+        sam_acme(claim_kind="profile_fact"),
     ).json()
     entry = cli(
         db_path,

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, SHARED, cli, dump
+from tests.conftest import REPO, SHARED, cli, dump, sam_acme
 from zkr import InvalidInput, MemoryDb, RequestError, StorageError, ZkrError
 from zkr.codec import canonical, parse_json
 from zkr.model import (
@@ -1673,21 +1673,7 @@ def test_scenario_21_cli_export(db_path: str) -> None:
     cli(
         db_path,
         "remember",
-        {
-            "tenant_id": "a",
-            "person_id": "sam",
-            "kind": "conversation",
-            "text": "Sam works at Acme",
-            "captured_at": 10,
-            "recorded_at": 10,
-            "claim": {
-                "subject": "Sam",
-                "predicate": "employer",
-                "value": "Acme",
-                "kind": "fact",
-                "valid_from": 10,
-            },
-        },
+        sam_acme("a", "sam"),
     ).json()
     result = cli(
         db_path, "export", {"tenant_id": "a", "person_id": "sam", "export_format": 1, "limit": 10}
@@ -1716,21 +1702,7 @@ def test_scenario_23_cli_staging_with_a_frozen_mark(db_path: str) -> None:
     made = cli(
         db_path,
         "remember",
-        {
-            "tenant_id": "a",
-            "person_id": "sam",
-            "kind": "conversation",
-            "text": "Sam works at Acme",
-            "captured_at": 10,
-            "recorded_at": 10,
-            "claim": {
-                "subject": "Sam",
-                "predicate": "employer",
-                "value": "Acme",
-                "kind": "fact",
-                "valid_from": 10,
-            },
-        },
+        sam_acme("a", "sam"),
     ).json()
     cli(
         db_path,
@@ -1783,21 +1755,7 @@ def test_scenario_24_cli_round_trip(tmp_path: Path) -> None:
     cli(
         origin,
         "remember",
-        {
-            "tenant_id": "a",
-            "person_id": "sam",
-            "kind": "conversation",
-            "text": "Sam works at Acme",
-            "captured_at": 10,
-            "recorded_at": 10,
-            "claim": {
-                "subject": "Sam",
-                "predicate": "employer",
-                "value": "Acme",
-                "kind": "fact",
-                "valid_from": 10,
-            },
-        },
+        sam_acme("a", "sam"),
     ).json()
     exported = cli(
         origin, "export", {"tenant_id": "a", "person_id": "sam", "export_format": 1}
