@@ -6,6 +6,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from zkr import MemoryDb
@@ -73,3 +74,40 @@ def test_creating_the_same_new_file_from_two_processes(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
     assert conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 10
+
+
+def test_switch_to_wal_waits_for_a_writer_in_rollback_mode(tmp_path: Path) -> None:
+    """Changing the journal mode needs an exclusive lock, and SQLite does not wait for it.
+
+    Regression: CI once saw ``database is locked`` from ``PRAGMA journal_mode = WAL`` when two
+    openers raced on a new file (one still writing it in rollback mode): SQLite answers at
+    once, rather than risk a deadlock, when a writer wants to upgrade past another's RESERVED
+    lock. Here a writer holds a rollback-mode file for 0.5 s; the opener must wait, then
+    switch it to WAL.
+    """
+    path = str(tmp_path / "rollback.db")
+    MemoryDb.open(path).close()
+    writer = sqlite3.connect(path, isolation_level=None)
+    assert writer.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    writer.execute("BEGIN IMMEDIATE")  # holds the RESERVED lock, as a migrating opener does
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom zkr import MemoryDb\nMemoryDb.open(sys.argv[1])"
+            ".close()\nprint('ok')\n",
+            path,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(0.5)
+    assert proc.poll() is None, proc.communicate()[1].decode()  # still waiting, not failed
+    writer.execute("COMMIT")
+    writer.close()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().strip() == "ok"
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    conn.close()

@@ -11,6 +11,7 @@ Every connection waits up to 5 s for a lock.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -86,11 +87,7 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
     commits. It makes each commit several times cheaper (no fsync per transaction). Both are
     per-connection settings except the journal mode, which the reference opens normally.
     """
-    row = conn.execute("PRAGMA journal_mode").fetchone()
-    mode = str(row[0]).lower() if row else ""
-    if mode not in ("wal", "memory"):
-        row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        mode = str(row[0]).lower() if row else ""
+    mode = _switch_to_wal(conn)
     if mode == "wal":
         conn.execute("PRAGMA synchronous = NORMAL")
     # A larger page cache and memory-mapped reads: pages are only allocated/mapped as they are
@@ -98,6 +95,33 @@ def _enable_wal(conn: sqlite3.Connection) -> None:
     # re-reading the same index pages (per-connection settings; nothing is stored).
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}")
     conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+
+
+def _switch_to_wal(conn: sqlite3.Connection) -> str:
+    """Switch the file to WAL (once per file) and return the journal mode now in force.
+
+    Changing the journal mode needs an exclusive lock, and SQLite reports ``database is
+    locked`` at once, without consulting the busy handler (to avoid a deadlock), while another
+    process holds the RESERVED lock of a file still in rollback mode (two agents creating one
+    file together). So the switch
+    is retried for up to :data:`BUSY_TIMEOUT_S`, re-reading the mode each time: usually the
+    other opener has already switched it.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.002
+    while True:
+        row = conn.execute("PRAGMA journal_mode").fetchone()
+        mode = str(row[0]).lower() if row else ""
+        if mode in ("wal", "memory"):
+            return mode
+        try:
+            row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            return str(row[0]).lower() if row else ""
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 @contextmanager
