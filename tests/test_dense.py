@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
 from tests.test_embeddings import M, V, claim_memory, edit, embed, issues, states

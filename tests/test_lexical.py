@@ -13,8 +13,7 @@ from typing import Any
 
 import pytest
 import regex
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
 from zkr import MemoryDb, ZkrError

@@ -37,8 +37,7 @@ from zkr.model import (
     RememberResult,
     SourceKind,
 )
-from zkr.store import db as zdb
-from zkr.store import feed
+from zkr.store import db as zdb, feed
 from zkr.store.migrations import migrate
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared"

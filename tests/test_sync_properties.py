@@ -21,8 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.test_sync import A, B, export_all, scope_state, staged
 from zkr import MemoryDb, ZkrError

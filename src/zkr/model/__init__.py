@@ -1,0 +1,160 @@
+"""Records, enums and the typed request/response values of every command.
+
+Values are immutable ``NamedTuple`` classes: they cost a fraction of dataclasses at import
+time, which matters for a CLI that starts a fresh process per call. For the same reason the
+classes live in one submodule per command family and ``zkr.model`` loads a submodule only when
+one of its names is first used (PEP 562): a ``search`` call never builds the sync or embedding
+types. ``from zkr.model import SearchRequest`` and ``model.SearchRequest`` both work as usual.
+
+=====================  ========================================================================
+``zkr.model.base``     enums stored in the database, ``Target``, ``Scope``, the legal-state matrix
+``.remember``          ``remember`` / ``locator``
+``.retrieval``         ``search`` / ``get`` and the retrieval pack
+``.lifecycle``         ``correct``, ``promote``/``archive``, ``link``, ``delete``, limit requests
+``.profiles``          ``profile``/``profiles``, ``review``/``reviews``
+``.embeddings``        ``projections`` / ``embed``
+``.sync``              ``export`` / ``apply``
+``.checks``            :func:`validate`, the library-side request checks
+=====================  ========================================================================
+
+Each request type has a ``from_json`` constructor that applies the CLI decoding rules of
+spec/cli.md §5 (required fields, integer widths, ``null`` only where the field is optional,
+unknown fields ignored except for ``profile``). The library API (:class:`zkr.MemoryDb`) takes
+these values directly, so the CLI is only framing.
+
+Timestamps are signed 64-bit integers (conventionally Unix seconds); confidence is in basis
+points (0..10000); relevance in basis points (0..10000).
+"""
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+# name -> submodule that defines it
+_HOME: dict[str, str] = {
+    "SourceKind": "base",
+    "ClaimKind": "base",
+    "Tier": "base",
+    "Status": "base",
+    "ProcessingState": "base",
+    "Relation": "base",
+    "Stability": "base",
+    "Normalization": "base",
+    "Distance": "base",
+    "TargetKind": "base",
+    "TARGET_RANK": "base",
+    "quoted": "base",
+    "is_legal_state": "base",
+    "Target": "base",
+    "Scope": "base",
+    "scope_fields": "base",
+    "ClaimInput": "remember",
+    "Locator": "remember",
+    "RememberRequest": "remember",
+    "RememberResult": "remember",
+    "LocatorRequest": "remember",
+    "QueryEmbedding": "retrieval",
+    "AsOf": "retrieval",
+    "SearchRequest": "retrieval",
+    "RetrievalItem": "retrieval",
+    "NO_MATCH_GAP": "retrieval",
+    "RetrievalPack": "retrieval",
+    "GetRequest": "retrieval",
+    "CorrectRequest": "lifecycle",
+    "CorrectResult": "lifecycle",
+    "ClaimTierRequest": "lifecycle",
+    "LinkRequest": "lifecycle",
+    "DeleteRequest": "lifecycle",
+    "DeleteResult": "lifecycle",
+    "LimitRequest": "lifecycle",
+    "PROFILE_FIELDS": "profiles",
+    "ProfileRequest": "profiles",
+    "ProfileEntry": "profiles",
+    "ReviewRequest": "profiles",
+    "DailyReview": "profiles",
+    "ProjectionsRequest": "embeddings",
+    "EmbeddingInput": "embeddings",
+    "EmbedRequest": "embeddings",
+    "ExportRequest": "sync",
+    "ApplyRequest": "sync",
+    "validate": "checks",
+}
+
+__all__ = sorted(_HOME)
+
+if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
+    from zkr.model.base import (
+        TARGET_RANK as TARGET_RANK,
+        ClaimKind as ClaimKind,
+        Distance as Distance,
+        Normalization as Normalization,
+        ProcessingState as ProcessingState,
+        Relation as Relation,
+        Scope as Scope,
+        SourceKind as SourceKind,
+        Stability as Stability,
+        Status as Status,
+        Target as Target,
+        TargetKind as TargetKind,
+        Tier as Tier,
+        is_legal_state as is_legal_state,
+        quoted as quoted,
+        scope_fields as scope_fields,
+    )
+    from zkr.model.checks import (
+        validate as validate,
+    )
+    from zkr.model.embeddings import (
+        EmbeddingInput as EmbeddingInput,
+        EmbedRequest as EmbedRequest,
+        ProjectionsRequest as ProjectionsRequest,
+    )
+    from zkr.model.lifecycle import (
+        ClaimTierRequest as ClaimTierRequest,
+        CorrectRequest as CorrectRequest,
+        CorrectResult as CorrectResult,
+        DeleteRequest as DeleteRequest,
+        DeleteResult as DeleteResult,
+        LimitRequest as LimitRequest,
+        LinkRequest as LinkRequest,
+    )
+    from zkr.model.profiles import (
+        PROFILE_FIELDS as PROFILE_FIELDS,
+        DailyReview as DailyReview,
+        ProfileEntry as ProfileEntry,
+        ProfileRequest as ProfileRequest,
+        ReviewRequest as ReviewRequest,
+    )
+    from zkr.model.remember import (
+        ClaimInput as ClaimInput,
+        Locator as Locator,
+        LocatorRequest as LocatorRequest,
+        RememberRequest as RememberRequest,
+        RememberResult as RememberResult,
+    )
+    from zkr.model.retrieval import (
+        NO_MATCH_GAP as NO_MATCH_GAP,
+        AsOf as AsOf,
+        GetRequest as GetRequest,
+        QueryEmbedding as QueryEmbedding,
+        RetrievalItem as RetrievalItem,
+        RetrievalPack as RetrievalPack,
+        SearchRequest as SearchRequest,
+    )
+    from zkr.model.sync import (
+        ApplyRequest as ApplyRequest,
+        ExportRequest as ExportRequest,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """Load the submodule defining ``name`` on first use and cache the name here."""
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'zkr.model' has no attribute {name!r}")
+    value = getattr(import_module(f"zkr.model.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

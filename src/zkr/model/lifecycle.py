@@ -1,0 +1,126 @@
+"""Requests and results of ``correct``, ``promote``/``archive``, ``link``, ``delete``, and the
+limit-only request of ``repair``, ``profiles`` and ``reviews``.
+
+spec/lifecycle.md §3.3-3.7, §3.9, §3.11, §3.12.
+"""
+
+from typing import Any, NamedTuple
+
+from zkr.codec import Fields
+from zkr.model.base import Relation, scope_fields
+
+
+class CorrectRequest(NamedTuple):
+    tenant_id: str
+    person_id: str
+    claim_id: str
+    text: str
+    value: str
+    valid_at: int
+    recorded_at: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> "CorrectRequest":
+        f = Fields(value, "struct CorrectRequest")
+        tenant, person = scope_fields(f)
+        return cls(
+            tenant,
+            person,
+            claim_id=f.string("claim_id"),
+            text=f.string("text"),
+            value=f.string("value"),
+            valid_at=f.i64("valid_at"),
+            recorded_at=f.i64("recorded_at"),
+        )
+
+
+class CorrectResult(NamedTuple):
+    source_id: str
+    evidence_id: str
+    claim_id: str
+    superseded_claim_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source_id": self.source_id,
+            "evidence_id": self.evidence_id,
+            "claim_id": self.claim_id,
+            "superseded_claim_id": self.superseded_claim_id,
+        }
+
+
+class ClaimTierRequest(NamedTuple):
+    """Request of ``promote`` and ``archive``."""
+
+    tenant_id: str
+    person_id: str
+    claim_id: str
+    recorded_at: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> "ClaimTierRequest":
+        f = Fields(value, "struct ClaimTierRequest")
+        tenant, person = scope_fields(f)
+        return cls(tenant, person, f.string("claim_id"), f.i64("recorded_at"))
+
+
+class LinkRequest(NamedTuple):
+    tenant_id: str
+    person_id: str
+    claim_id: str
+    evidence_id: str
+    relation: Relation
+    confidence_basis_points: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> "LinkRequest":
+        f = Fields(value, "struct LinkRequest")
+        tenant, person = scope_fields(f)
+        return cls(
+            tenant,
+            person,
+            claim_id=f.string("claim_id"),
+            evidence_id=f.string("evidence_id"),
+            relation=f.enum("relation", Relation),
+            confidence_basis_points=f.u16("confidence_basis_points"),
+        )
+
+
+class DeleteRequest(NamedTuple):
+    tenant_id: str
+    person_id: str
+    source_id: str
+    deleted_at: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> "DeleteRequest":
+        f = Fields(value, "struct DeleteRequest")
+        tenant, person = scope_fields(f)
+        return cls(tenant, person, f.string("source_id"), f.i64("deleted_at"))
+
+
+class DeleteResult(NamedTuple):
+    source_id: str
+    evidence_count: int
+    claim_count: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source_id": self.source_id,
+            "evidence_count": self.evidence_count,
+            "claim_count": self.claim_count,
+        }
+
+
+class LimitRequest(NamedTuple):
+    """Requests that carry only scope and ``limit``: repair, profiles, reviews."""
+
+    tenant_id: str
+    person_id: str
+    limit: int = 10
+
+    @classmethod
+    def from_json(cls, value: Any) -> "LimitRequest":
+        f = Fields(value, "struct LimitRequest")
+        tenant, person = scope_fields(f)
+        return cls(tenant, person, f.u32_default("limit", 10))
