@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -73,3 +76,37 @@ def test_well_typed_requests_pass() -> None:
         )
     )
     validate(SearchRequest(T, P, "q", 2**32 - 1))
+
+
+def test_every_model_name_resolves_from_its_submodule() -> None:
+    """``zkr.model`` loads submodules lazily; every advertised name must still resolve."""
+    import zkr.model as model
+
+    for name in model.__all__:
+        value = getattr(model, name)
+        assert value is getattr(sys.modules[f"zkr.model.{model._HOME[name]}"], name)
+    assert set(model.__all__) <= set(dir(model))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        _ = model.Nope
+
+
+def test_a_cli_search_builds_only_the_types_it_needs(tmp_path: Path) -> None:
+    """CLI start-up: a search must not build the sync, embedding or lifecycle types."""
+    path = str(tmp_path / "m.db")
+    MemoryDb.open(path).close()  # created (and migrated) beforehand, as an agent's file is
+    probe = (
+        "import io, sys\n"
+        "from zkr.cli import run\n"
+        "out = io.StringIO()\n"
+        "run(['--db', sys.argv[1], 'search'], "
+        'io.BytesIO(b\'{"tenant_id":"t","person_id":"p","query":"tea"}\'), out, out)\n'
+        "print(sorted(m for m in sys.modules if m.startswith('zkr.model.')))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded = proc.stdout.strip().splitlines()[-1]
+    assert loaded == "['zkr.model.base', 'zkr.model.checks', 'zkr.model.retrieval']"

@@ -1,5 +1,5 @@
 """``python -m zkr`` runs the CLI."""
 
-from zkr.cli import main
+from zkr.entry import main
 
 raise SystemExit(main())

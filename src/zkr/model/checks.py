@@ -6,7 +6,7 @@ enum members, no lone surrogates), so a library caller gets the CLI's error befo
 
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -32,14 +32,10 @@ _INT_RANGES: dict[str, tuple[int, int, str]] = {
 }
 
 
-_FIELDS: dict[type, tuple[tuple[str, Any], ...]] = {}
+Checker = Callable[[Any], None]
 
-
-def _fields(cls: type) -> tuple[tuple[str, Any], ...]:
-    fields = _FIELDS.get(cls)
-    if fields is None:
-        fields = _FIELDS[cls] = tuple(typing.get_type_hints(cls).items())
-    return fields
+# request class -> ((field name, checker), ...), built once per class from its annotations
+_CHECKERS: dict[type, tuple[tuple[str, Checker], ...]] = {}
 
 
 def validate(value: Any) -> None:
@@ -50,44 +46,89 @@ def validate(value: Any) -> None:
     with a lone surrogate must fail here, as :class:`~zkr.errors.RequestError` naming the
     field, before anything is written. :class:`zkr.MemoryDb` calls this on every request.
     """
-    for name, annotation in _fields(type(value)):
-        _check(getattr(value, name), annotation, name)
+    cls = type(value)
+    checkers = _CHECKERS.get(cls)
+    if checkers is None:
+        checkers = _CHECKERS[cls] = tuple(
+            (name, _checker(annotation, name))
+            for name, annotation in typing.get_type_hints(cls).items()
+        )
+    for name, check in checkers:
+        try:
+            check(getattr(value, name))
+        except RequestError as exc:
+            if exc.message.startswith("field `"):
+                raise
+            raise RequestError(f"field `{name}`: {exc.message}") from None
 
 
-def _check(item: Any, annotation: Any, name: str) -> None:
-    if annotation is Any:
+def _no_check(item: Any) -> None:
+    return None
+
+
+def _check_str(item: Any) -> None:
+    if type(item) is str and item.isascii():  # the common case: nothing more to look at
         return
+    if has_lone_surrogate(expect_str(item)):
+        raise RequestError("lone surrogate in string")
+
+
+def _check_float(item: Any) -> None:
+    if isinstance(item, bool) or not isinstance(item, int | float):
+        raise RequestError(f"invalid type: {type(item).__name__}, expected f32")
+
+
+def _checker(annotation: Any, name: str) -> Checker:
+    """The check for one annotated field (``name`` selects the integer width)."""
+    if annotation is Any:
+        return _no_check
     origin = typing.get_origin(annotation)
-    try:
-        if origin in (types.UnionType, typing.Union):
-            args = typing.get_args(annotation)
-            if item is None and type(None) in args:
-                return
-            inner = [arg for arg in args if arg is not type(None)]
-            _check(item, inner[0], name)
-        elif annotation is int:
-            low, high, type_name = _INT_RANGES.get(name, (I64_MIN, I64_MAX, "i64"))
+    if origin in (types.UnionType, typing.Union):
+        inner = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+        check_inner = _checker(inner[0], name)
+
+        def check_optional(item: Any) -> None:
+            if item is not None:
+                check_inner(item)
+
+        return check_optional
+    if annotation is int:
+        low, high, type_name = _INT_RANGES.get(name, (I64_MIN, I64_MAX, "i64"))
+
+        def check_int(item: Any) -> None:
             expect_int(item, low, high, type_name)
-        elif annotation is str:
-            if has_lone_surrogate(expect_str(item)):
-                raise RequestError("lone surrogate in string")
-        elif annotation is float:
-            if isinstance(item, bool) or not isinstance(item, int | float):
-                raise RequestError(f"invalid type: {type(item).__name__}, expected f32")
-        elif origin in (list, Sequence):
+
+        return check_int
+    if annotation is str:
+        return _check_str
+    if annotation is float:
+        return _check_float
+    if origin in (list, Sequence):
+        (element,) = typing.get_args(annotation)
+        check_element = _checker(element, name)
+
+        def check_sequence(item: Any) -> None:
             if not isinstance(item, list | tuple):
                 raise RequestError(f"invalid type: {type(item).__name__}, expected a sequence")
-            (element,) = typing.get_args(annotation)
             for entry in item:
-                _check(entry, element, name)
-        elif isinstance(annotation, type) and issubclass(annotation, StrEnum):
-            if not isinstance(item, annotation):
-                raise RequestError(f"expected a {annotation.__name__} member, got {item!r}")
-        elif isinstance(annotation, type) and issubclass(annotation, tuple):
-            if not isinstance(item, annotation):
-                raise RequestError(f"expected {annotation.__name__}, got {type(item).__name__}")
+                check_element(entry)
+
+        return check_sequence
+    if isinstance(annotation, type) and issubclass(annotation, StrEnum):
+        enum_type = annotation
+
+        def check_enum(item: Any) -> None:
+            if not isinstance(item, enum_type):
+                raise RequestError(f"expected a {enum_type.__name__} member, got {item!r}")
+
+        return check_enum
+    if isinstance(annotation, type) and issubclass(annotation, tuple):
+        record_type = annotation
+
+        def check_record(item: Any) -> None:
+            if not isinstance(item, record_type):
+                raise RequestError(f"expected {record_type.__name__}, got {type(item).__name__}")
             validate(item)
-    except RequestError as exc:
-        if exc.message.startswith("field `"):
-            raise
-        raise RequestError(f"field `{name}`: {exc.message}") from None
+
+        return check_record
+    return _no_check
