@@ -7,7 +7,8 @@ one of its names is first used (PEP 562): a ``search`` call never builds the syn
 types. ``from zkr.model import SearchRequest`` and ``model.SearchRequest`` both work as usual.
 
 =====================  ========================================================================
-``zkr.model.base``     enums stored in the database, ``Target``, ``Scope``, the legal-state matrix
+``zkr.model.kinds``    enums stored in the database, the legal-state matrix
+``.base``              ``Target`` / ``TargetKind``, ``Scope``
 ``.remember``          ``remember`` / ``locator``
 ``.retrieval``         ``search`` / ``get`` and the retrieval pack
 ``.lifecycle``         ``correct``, ``promote``/``archive``, ``link``, ``delete``, limit requests
@@ -31,19 +32,19 @@ from typing import TYPE_CHECKING, Any
 
 # name -> submodule that defines it
 _HOME: dict[str, str] = {
-    "SourceKind": "base",
-    "ClaimKind": "base",
-    "Tier": "base",
-    "Status": "base",
-    "ProcessingState": "base",
-    "Relation": "base",
-    "Stability": "base",
-    "Normalization": "base",
-    "Distance": "base",
+    "SourceKind": "kinds",
+    "ClaimKind": "kinds",
+    "Tier": "kinds",
+    "Status": "kinds",
+    "ProcessingState": "kinds",
+    "Relation": "kinds",
+    "Stability": "kinds",
+    "Normalization": "kinds",
+    "Distance": "kinds",
     "TargetKind": "base",
     "TARGET_RANK": "base",
-    "quoted": "base",
-    "is_legal_state": "base",
+    "quoted": "kinds",
+    "is_legal_state": "kinds",
     "Target": "base",
     "Scope": "base",
     "scope_fields": "base",
@@ -84,20 +85,9 @@ __all__ = sorted(_HOME)
 if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ loads these
     from zkr.model.base import (
         TARGET_RANK as TARGET_RANK,
-        ClaimKind as ClaimKind,
-        Distance as Distance,
-        Normalization as Normalization,
-        ProcessingState as ProcessingState,
-        Relation as Relation,
         Scope as Scope,
-        SourceKind as SourceKind,
-        Stability as Stability,
-        Status as Status,
         Target as Target,
         TargetKind as TargetKind,
-        Tier as Tier,
-        is_legal_state as is_legal_state,
-        quoted as quoted,
         scope_fields as scope_fields,
     )
     from zkr.model.checks import (
@@ -107,6 +97,19 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         EmbeddingInput as EmbeddingInput,
         EmbedRequest as EmbedRequest,
         ProjectionsRequest as ProjectionsRequest,
+    )
+    from zkr.model.kinds import (
+        ClaimKind as ClaimKind,
+        Distance as Distance,
+        Normalization as Normalization,
+        ProcessingState as ProcessingState,
+        Relation as Relation,
+        SourceKind as SourceKind,
+        Stability as Stability,
+        Status as Status,
+        Tier as Tier,
+        is_legal_state as is_legal_state,
+        quoted as quoted,
     )
     from zkr.model.lifecycle import (
         ClaimTierRequest as ClaimTierRequest,

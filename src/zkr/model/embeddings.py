@@ -3,7 +3,8 @@
 from typing import Any, NamedTuple
 
 from zkr.codec import Fields
-from zkr.model.base import Distance, Normalization, Target, scope_fields
+from zkr.model.base import Target, scope_fields
+from zkr.model.kinds import Distance, Normalization
 
 
 class ProjectionsRequest(NamedTuple):

@@ -7,7 +7,8 @@ spec/lifecycle.md §3.3-3.7, §3.9, §3.11, §3.12.
 from typing import Any, NamedTuple
 
 from zkr.codec import Fields
-from zkr.model.base import Relation, scope_fields
+from zkr.model.base import scope_fields
+from zkr.model.kinds import Relation
 
 
 class CorrectRequest(NamedTuple):

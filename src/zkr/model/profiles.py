@@ -6,7 +6,8 @@ spec/lifecycle.md §3.8-3.11.
 from typing import Any, NamedTuple
 
 from zkr.codec import Fields
-from zkr.model.base import Stability, scope_fields
+from zkr.model.base import scope_fields
+from zkr.model.kinds import Stability
 
 PROFILE_FIELDS = ("tenant_id", "person_id", "stability", "claim_id", "recorded_at")
 

@@ -3,7 +3,8 @@
 from typing import Any, NamedTuple
 
 from zkr.codec import Fields
-from zkr.model.base import ClaimKind, ProcessingState, SourceKind, Tier, scope_fields
+from zkr.model.base import scope_fields
+from zkr.model.kinds import ClaimKind, ProcessingState, SourceKind, Tier
 
 
 class ClaimInput(NamedTuple):
