@@ -10,9 +10,11 @@ returns the original ids and writes nothing.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import NamedTuple
 
-from zkr.errors import InvalidInput, NotFound
+from zkr.errors import InvalidInput, NotFound, StorageError, ZkrError
 from zkr.model import (
     ClaimInput,
     Locator,
@@ -64,22 +66,67 @@ def remember(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     ``NotFound`` when a replayed key's memory was deleted, and ``StorageError`` for
     ``export record exceeds 1048576 bytes``.
     """
+    check_request(req)
+    with write_tx(conn):
+        return remember_in_tx(conn, req)
+
+
+def remember_many(
+    conn: sqlite3.Connection, reqs: Sequence[RememberRequest]
+) -> list[RememberResult]:
+    """Several ``remember`` requests in one transaction: all of them are stored, or none.
+
+    Each request is exactly one :func:`remember` (its own commit in the feed, its own
+    ingestion-key replay, a key repeated later in the batch replays the earlier one), so a
+    peer importing the feed cannot tell the difference; only the transaction is shared, which
+    saves the commit that dominates a single ``remember``. Library only: the CLI contract has
+    one request per call (spec/cli.md). Errors are those of :func:`remember`, their message
+    prefixed with the failing request's index (``requests[3]: text must not be empty``).
+    """
+    for index, req in enumerate(reqs):
+        with at_request(index):
+            check_request(req)
+    results: list[RememberResult] = []
+    with write_tx(conn):
+        for index, req in enumerate(reqs):
+            with at_request(index):
+                results.append(remember_in_tx(conn, req))
+    return results
+
+
+@contextmanager
+def at_request(index: int) -> Iterator[None]:
+    """Prefix a :class:`ZkrError` raised inside with ``requests[INDEX]: ``."""
+    try:
+        yield
+    except ZkrError as exc:
+        exc.message = f"requests[{index}]: {exc.message}"
+        exc.args = (exc.message,)
+        raise
+    except sqlite3.Error as exc:  # a trigger's abort message, as write_tx would report it
+        raise StorageError(f"requests[{index}]: {exc}") from None
+
+
+def check_request(req: RememberRequest) -> None:
+    """The checks of spec/lifecycle.md §3.1 that need no database (run before the transaction)."""
     require_scope(req.tenant_id, req.person_id)
     require_text(req.text, "text")
     if req.locator is not None:
         validate_locator(req.locator)
     if req.ingestion_key is not None:
         require_text(req.ingestion_key, "ingestion_key")
-    with write_tx(conn):
-        if req.ingestion_key is not None:
-            row = conn.execute(
-                "SELECT id FROM sources"
-                " WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
-                (req.tenant_id, req.person_id, req.ingestion_key),
-            ).fetchone()
-            if row is not None:
-                return _replay(conn, req, row[0])
-        return _insert(conn, req)
+
+
+def remember_in_tx(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
+    """The database part of ``remember``, inside the caller's write transaction."""
+    if req.ingestion_key is not None:
+        row = conn.execute(
+            "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
+            (req.tenant_id, req.person_id, req.ingestion_key),
+        ).fetchone()
+        if row is not None:
+            return _replay(conn, req, row[0])
+    return _insert(conn, req)
 
 
 class Capture(NamedTuple):
