@@ -79,7 +79,7 @@ def test_a_late_failure_stores_nothing(db: MemoryDb, db_path: str) -> None:
     ("bad", "error", "message"),
     [
         (turn(1, "   "), InvalidInput, "requests[1]: text must not be empty"),
-        (turn(1)._replace(captured_at=1.5), RequestError, "requests[1]: field `captured_at`"),
+        (turn(1)._replace(captured_at=1.5), RequestError, "requests[1]: field `captured_at`"),  # type: ignore[arg-type]
         (
             turn(1, "x" * 1_100_000),
             StorageError,
@@ -101,3 +101,9 @@ def test_empty_batch_writes_nothing(db: MemoryDb, db_path: str) -> None:
     before = dump(db_path)
     assert db.remember_many([]) == []
     assert dump(db_path) == before
+
+
+def test_a_generator_is_accepted(db: MemoryDb) -> None:
+    results = db.remember_many(turn(i) for i in range(3))
+    assert len(results) == 3
+    assert len(feed(db)) == 3

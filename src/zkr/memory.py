@@ -12,7 +12,7 @@ The CLI (:mod:`zkr.cli`) is framing over this class; plugins and benchmarks call
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable
 from typing import Any
 
 from zkr import model
@@ -51,15 +51,16 @@ class MemoryDb:
 
         return write.remember(self.conn, req)
 
-    def remember_many(self, reqs: Sequence[model.RememberRequest]) -> list[model.RememberResult]:
+    def remember_many(self, reqs: Iterable[model.RememberRequest]) -> list[model.RememberResult]:
         """Several ``remember`` requests in one transaction, all stored or none (library only;
         each still appends its own feed commit). See :func:`zkr.store.write.remember_many`."""
         from zkr.store import write
 
-        for index, req in enumerate(reqs):
+        batch = list(reqs)  # an iterator would be used up by the checks
+        for index, req in enumerate(batch):
             with write.at_request(index):
                 model.validate(req)
-        return write.remember_many(self.conn, reqs)
+        return write.remember_many(self.conn, batch)
 
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
         model.validate(req)
