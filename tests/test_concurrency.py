@@ -111,3 +111,24 @@ def test_switch_to_wal_waits_for_a_writer_in_rollback_mode(tmp_path: Path) -> No
     conn = sqlite3.connect(path)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     conn.close()
+
+
+def test_threads_sharing_one_memorydb(tmp_path: Path) -> None:
+    """A MemoryDb shared by threads serializes their calls (one connection, one lock)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zkr.model import RememberRequest, SourceKind
+
+    with MemoryDb.open(tmp_path / "threads.db") as db:  # a pathlib.Path is accepted
+
+        def work(i: int) -> str:
+            stored = db.remember(
+                RememberRequest("t", "p", SourceKind.CONVERSATION, f"thread note {i}", i, i)
+            )
+            db.search(SearchRequest("t", "p", f"note {i}"))
+            return stored.source_id
+
+        with ThreadPoolExecutor(max_workers=10) as pool:
+            ids = list(pool.map(work, range(200)))
+        assert len(set(ids)) == 200
+        assert db.conn.execute("SELECT COUNT(*) FROM memory_commits").fetchone()[0] == 200
