@@ -270,3 +270,44 @@ def test_closed_stdin_is_an_empty_request(db_path: str) -> None:
     )
     assert proc.returncode == 1
     assert json.loads(proc.stderr) == {"error": "EOF while parsing a value at line 1 column 0"}
+
+
+SEARCH = b'{"tenant_id":"t","person_id":"p","query":"x"}'
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_disk_on_stdout_is_one_clear_error(db_path: str) -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", "--db", db_path, "search"],
+            input=SEARCH,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: No space left on device"}'
+    ]
+
+
+def test_a_reader_that_went_away_is_one_clear_error(db_path: str) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "--db", db_path, "search"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.close()  # the reader is gone before zkr answers
+    _, err = proc.communicate(SEARCH, timeout=120)
+    assert proc.returncode == 1
+    assert err.decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: Broken pipe"}'
+    ]

@@ -50,6 +50,16 @@ def test_parse_accepts_whitespace_and_valid_surrogate_pairs() -> None:
     assert parse_json(b' \n{"a": "\\ud83d\\ude00"}\t ') == {"a": "😀"}
 
 
+@pytest.mark.parametrize("literal", [b"1e400", b"-1e400", b"1" + b"0" * 5000, b"1.5e999999999"])
+def test_numbers_beyond_range_are_out_of_range_whatever_the_spelling(literal: bytes) -> None:
+    with pytest.raises(RequestError, match=r"^number out of range$"):
+        parse_json(b'{"vector": [0.5, ' + literal + b"]}")
+
+
+def test_tiny_floats_underflow_to_zero_like_serde() -> None:
+    assert parse_json(b'{"a": 1e-400}') == {"a": 0.0}
+
+
 def test_floats_and_minus_zero_stay_floats() -> None:
     value = parse_json(b'{"a": 1.0, "b": 1e1, "c": -0, "d": 0, "e": -7}')
     assert isinstance(value["a"], float)

@@ -8,6 +8,7 @@ value with sorted keys. Any failure prints ``{"error": MESSAGE}`` on stderr and 
 from __future__ import annotations
 
 import io
+import os
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
@@ -118,7 +119,7 @@ def help_text() -> str:
         "zkr --db PATH COMMAND",
         "",
         "Each command reads one JSON object (at most 1 MiB) from stdin and writes one JSON value",
-        'to stdout; errors are {"error": MESSAGE} on stderr with exit status 1.',
+        'to stdout; errors are {"error":"MESSAGE"} on stderr with exit status 1.',
         "",
         "Commands:",
     ]
@@ -188,8 +189,28 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
     except RecursionError:
         stderr.write(cli_dumps({"error": "request nesting is too deep"}) + "\n")
         return 1
-    stdout.write(cli_dumps(result) + "\n")
+    try:
+        stdout.write(cli_dumps(result) + "\n")
+        stdout.flush()
+    except OSError as exc:  # a full disk, a reader that went away; the command itself stands
+        stderr.write(
+            cli_dumps({"error": f"cannot write the response to stdout: {exc.strerror or exc}"})
+            + "\n"
+        )
+        _discard_output(stdout)
+        return 1
     return 0
+
+
+def _discard_output(stream: Any) -> None:
+    """Point a failed stdout at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def main(argv: list[str] | None = None) -> int:

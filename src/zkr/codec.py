@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable
 from enum import Enum
 from typing import Any, TypeVar
@@ -43,6 +44,15 @@ def _parse_int(text: str) -> int | float:
     if text == "-0":
         return -0.0
     return int(text)
+
+
+def _parse_float(text: str) -> float:
+    # A finite literal too large for a double (1e400) is "number out of range" in serde_json,
+    # whatever field it is in, not an infinity for the field's own check to describe.
+    value = float(text)
+    if value in (math.inf, -math.inf):
+        raise RequestError("number out of range")
+    return value
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -85,6 +95,7 @@ _DECODER = json.JSONDecoder(
     object_pairs_hook=_no_duplicates,
     parse_constant=_reject_constant,
     parse_int=_parse_int,
+    parse_float=_parse_float,
     strict=True,
 )
 
