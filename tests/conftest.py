@@ -22,6 +22,15 @@ SHARED = REPO.parent / "shared"
 T, P = "t1", "p1"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """The suites read the shared spec material; say so plainly when it is not there."""
+    if not (SHARED / "conformance" / "run").exists():
+        raise pytest.UsageError(
+            f"zkr's tests need the shared conformance suite and fixtures beside this checkout, "
+            f"at {SHARED} (conformance/, fixtures/, spec/); clone the project next to them"
+        )
+
+
 @pytest.fixture
 def db_path(tmp_path: Path) -> str:
     return str(tmp_path / "memory.db")

@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SHARED
 from zkr import MemoryDb
 from zkr.codec import canonical
 from zkr.errors import InvalidInput, SchemaTooNew, StorageError
@@ -40,7 +41,6 @@ from zkr.model import (
 from zkr.store import db as zdb, feed
 from zkr.store.migrations import migrate
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared"
 GOLDEN = SHARED / "fixtures" / "migrations"
 A = ("acme", "sam")
 B = ("acme", "ana")
