@@ -9,7 +9,9 @@ import textwrap
 import time
 from pathlib import Path
 
-from zkr import MemoryDb
+import pytest
+
+from zkr import MemoryDb, StorageError
 from zkr.model import SearchRequest
 
 WRITER = textwrap.dedent(
@@ -132,3 +134,28 @@ def test_threads_sharing_one_memorydb(tmp_path: Path) -> None:
             ids = list(pool.map(work, range(200)))
         assert len(set(ids)) == 200
         assert db.conn.execute("SELECT COUNT(*) FROM memory_commits").fetchone()[0] == 200
+
+
+def test_a_read_only_file_is_read_in_its_own_journal_mode(tmp_path: Path) -> None:
+    """A file zkr may not write (here a ``mode=ro`` URI) is searched, not switched to WAL;
+    writes fail with SQLite's message and change nothing. Its missing extra indexes are
+    skipped too (they only speed queries up)."""
+    from tests.conftest import dump, remember
+
+    path = tmp_path / "ro.db"
+    with MemoryDb.open(path) as db:
+        remember(db, "hello from a read-only archive", t="t", p="p")
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode = DELETE").fetchone()[0] == "delete"
+    conn.execute("DROP INDEX zkr_claim_evidence_by_evidence")
+    conn.close()
+    before = dump(str(path))
+    with MemoryDb.open(f"file:{path}?mode=ro") as db:
+        pack = db.search(SearchRequest("t", "p", "archive"))
+        assert pack.items[0].excerpt == "hello from a read-only archive"
+        with pytest.raises(StorageError, match="attempt to write a readonly database"):
+            remember(db, "new note", t="t", p="p")
+    assert dump(str(path)) == before
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    conn.close()

@@ -105,7 +105,9 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
     process holds the RESERVED lock of a file still in rollback mode (two agents creating one
     file together). So the switch
     is retried for up to :data:`BUSY_TIMEOUT_S`, re-reading the mode each time: usually the
-    other opener has already switched it.
+    other opener has already switched it. A file zkr may not write (read-only file, directory
+    or ``mode=ro`` URI) keeps its journal mode, as the reference would leave it, so reads work;
+    writes then fail with SQLite's ``attempt to write a readonly database``.
     """
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     delay = 0.002
@@ -118,6 +120,8 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
             row = conn.execute("PRAGMA journal_mode = WAL").fetchone()
             return str(row[0]).lower() if row else ""
         except sqlite3.OperationalError as exc:
+            if "readonly" in str(exc):
+                return mode  # a read-only file stays as it is and can still be read
             if "locked" not in str(exc) or time.monotonic() >= deadline:
                 raise
         time.sleep(delay)
