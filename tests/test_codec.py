@@ -56,6 +56,36 @@ def test_numbers_beyond_range_are_out_of_range_whatever_the_spelling(literal: by
         parse_json(b'{"vector": [0.5, ' + literal + b"]}")
 
 
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"", "EOF while parsing a value at line 1 column 0"),
+        (b'{"a":', "EOF while parsing a value at line 1 column 5"),
+        (b'{"a":1', "EOF while parsing an object at line 1 column 6"),
+        (b'{"a":[1,2', "EOF while parsing a list at line 1 column 9"),
+        (b'{"a":"x', "EOF while parsing a string at line 1 column 7"),
+        (b"{a:1}", "key must be a string at line 1 column 2"),
+        (b'{"a" 1}', "expected `:` at line 1 column 6"),
+        (b'{"a":1 "b":2}', "expected `,` or `}` at line 1 column 8"),
+        (b'{"a":[1 2]}', "expected `,` or `]` at line 1 column 9"),
+        (b'{"a":1,}', "trailing comma at line 1 column 8"),
+        (b'{"a":01}', "invalid number at line 1 column 7"),
+        (b'{"a":-}', "invalid number at line 1 column 6"),
+        (b'{"a":tru}', "expected ident at line 1 column 6"),
+        (b'{"a":"\\q"}', "invalid escape at line 1 column 7"),
+        (
+            b'{"a":"x\x01y"}',
+            "control character (\\u0000-\\u001F) found while parsing a string at line 1 column 8",
+        ),
+        (b'{"a":1} x', "trailing characters at line 1 column 9"),
+    ],
+)
+def test_syntax_errors_use_serde_wording(raw: bytes, message: str) -> None:
+    with pytest.raises(RequestError) as caught:
+        parse_json(raw)
+    assert str(caught.value) == message
+
+
 def test_tiny_floats_underflow_to_zero_like_serde() -> None:
     assert parse_json(b'{"a": 1e-400}') == {"a": 0.0}
 

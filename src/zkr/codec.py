@@ -122,8 +122,7 @@ def parse_json(data: bytes | str) -> Any:
     try:
         value, end = _DECODER.raw_decode(text, stripped_start)
     except json.JSONDecodeError as exc:
-        message = exc.msg.removesuffix(" at")
-        raise RequestError(f"{message} at line {exc.lineno} column {exc.colno}") from None
+        raise RequestError(_serde_syntax_error(text, exc)) from None
     except ValueError:  # an integer literal longer than Python's digit limit
         raise RequestError("number out of range") from None
     except RecursionError:
@@ -136,6 +135,74 @@ def parse_json(data: bytes | str) -> Any:
         raise RequestError(f"trailing characters at line {line} column {column}")
     _check_surrogates(value)
     return value
+
+
+_CONTROL = "control character (\\u0000-\\u001F) found while parsing a string"
+
+
+def _serde_syntax_error(text: str, exc: json.JSONDecodeError) -> str:
+    """Python's JSON syntax error in serde_json's words (spec/cli.md §4-5: messages follow the
+    reference's JSON library), with its position: the offending character, or for input that
+    ends too early the last character (``EOF while parsing a value at line 1 column 5``)."""
+    pos, msg = exc.pos, exc.msg
+    container = _innermost_open(text, pos)
+    if msg.startswith("Unterminated string") or not text[pos:].strip(" \t\n\r"):
+        if msg.startswith("Unterminated string"):
+            what = "a string"
+        elif msg == "Expecting value" or container is None:
+            what = "a value"
+        else:
+            what = "an object" if container == "{" else "a list"
+        line, column = text.count("\n") + 1, len(text) - text.rfind("\n") - 1
+        return f"EOF while parsing {what} at line {line} column {column}"
+    here = text[pos]
+    before = text[:pos].rstrip(" \t\n\r")[-1:]
+    if msg == "Expecting value":
+        if here in "]}" and before == ",":
+            phrase = "trailing comma"
+        elif here == "-" or here.isdigit():
+            phrase = "invalid number"
+        elif here.isalpha():
+            phrase = "expected ident"
+        else:
+            phrase = "expected value"
+    elif msg.startswith("Expecting property name"):
+        phrase = "trailing comma" if here == "}" and before == "," else "key must be a string"
+    elif msg.startswith("Expecting ':'"):
+        phrase = "expected `:`"
+    elif msg.startswith("Expecting ','"):
+        if here.isdigit() and text[pos - 1 : pos].isdigit():  # 01: a leading zero
+            phrase = "invalid number"
+        else:
+            phrase = "expected `,` or `]`" if container == "[" else "expected `,` or `}`"
+    elif msg.startswith("Invalid control character"):
+        phrase = _CONTROL
+    elif msg.startswith("Invalid \\") or msg.startswith("Invalid \\u"):
+        phrase = "invalid escape"
+    else:
+        phrase = msg[:1].lower() + msg[1:]
+    return f"{phrase} at line {exc.lineno} column {exc.colno}"
+
+
+def _innermost_open(text: str, end: int) -> str | None:
+    """The innermost ``{`` or ``[`` still open at ``end`` (strings skipped), if any."""
+    stack: list[str] = []
+    in_string = escaped = False
+    for ch in text[:end]:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            stack.append(ch)
+        elif ch in "}]" and stack:
+            stack.pop()
+    return stack[-1] if stack else None
 
 
 def _describe(value: Any) -> str:
