@@ -6,7 +6,7 @@ Reads examples/conversation.json, stores every turn as a source (with its claim 
 voice note, its transcript locator), prints cited retrieval packs for a few questions, corrects
 Maya's employer by supersession, shows the bitemporal view before the correction, deletes one
 source and shows that what it alone supported is gone. Without DB_PATH a fresh database is made
-in a temporary directory.
+in a temporary directory and removed at the end.
 """
 
 from __future__ import annotations
@@ -51,13 +51,18 @@ def show(title: str, pack: RetrievalPack) -> None:
 
 
 def main(argv: list[str]) -> int:
-    data: dict[str, Any] = json.loads((HERE / "conversation.json").read_text(encoding="utf-8"))
     if len(argv) > 1:
-        path = argv[1]
-    else:
-        path = str(Path(tempfile.mkdtemp(prefix="zkr-demo-")) / "memory.db")
+        print(f"zkr demo database: {argv[1]}")
+        return run(argv[1])
+    with tempfile.TemporaryDirectory(prefix="zkr-demo-") as tmp:
+        path = str(Path(tmp) / "memory.db")
+        print(f"zkr demo database: {path} (temporary: pass a path to keep one)")
+        return run(path)
+
+
+def run(path: str) -> int:
+    data: dict[str, Any] = json.loads((HERE / "conversation.json").read_text(encoding="utf-8"))
     tenant, person = data["tenant_id"], data["person_id"]
-    print(f"zkr demo database: {path}")
 
     with MemoryDb.open(path) as db:
         stored: dict[str, Any] = {}
