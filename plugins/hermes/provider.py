@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -56,12 +57,14 @@ _SAFE_ZKR_MESSAGES = frozenset(
         "deleted_at cannot predate source recording",
         "deleted_at must advance affected claims' recorded intervals",
         "review needs evidence_ids",
-        "evidence ID is unavailable",
         "ingestion_key conflicts with different memory payload",
         "request exceeds 1048576 bytes",
     }
 )
-_SAFE_ZKR_PATTERN = re.compile(r"[a-z_. ]{1,40} must not be empty")
+_SAFE_ZKR_PATTERN = re.compile(
+    r"[a-z_. ]{1,40} must not be empty"
+    r"|evidence [^\s]{1,200} is unavailable"  # review: "evidence <id> is unavailable"
+)
 
 SYSTEM_PROMPT = (
     "# zkr Memory\n"
@@ -125,6 +128,8 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
     ) -> None:
         self._environ = environ
         self._clock = clock
+        self._clock_lock = threading.Lock()
+        self._last_default_time = 0
         self._settings: Settings = load_settings(None, environ)
         self._runner = self._make_runner(self._settings)
         self._tenant, self._person = derive_scope(self._settings, {})
@@ -133,6 +138,16 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         self._worker: QueueWorker | None = None
         self._shut_down = False
         self.dropped_turns = 0
+
+    def _default_time(self) -> int:
+        """Unix seconds for the times a tool call leaves out: now, but always after the previous
+        default. zkr requires a correction or deletion to advance the intervals of what it
+        amends (spec/lifecycle.md §3.3, §3.7), so ``zkr_store`` then ``zkr_correct`` within the
+        same second would otherwise fail; a burst of calls runs a few seconds ahead at most."""
+        with self._clock_lock:
+            now = max(int(self._clock()), self._last_default_time + 1)
+            self._last_default_time = now
+            return now
 
     @staticmethod
     def _make_runner(settings: Settings) -> ZkrRunner:
@@ -373,7 +388,7 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         if not isinstance(args, Mapping):
             return tool_error(TOOL_FAILED, detail="arguments must be a JSON object")
         try:
-            call = builder(args, int(self._clock()))
+            call = builder(args, self._default_time())
         except ArgumentError as error:
             return tool_error(TOOL_FAILED, detail=str(error))
         if call.command == "search" and self._read_only_without_db():

@@ -573,6 +573,43 @@ def test_time_defaults_and_explicit_null(home: Home) -> None:
     assert third["captured_at"] == third["claim"]["valid_from"] == 1784626200
 
 
+def test_store_then_correct_and_delete_within_one_second(home: Home) -> None:
+    """Default times advance past the previous default: a correction or deletion issued in the
+    same second as the write it amends must still succeed (zkr requires later intervals)."""
+    provider = home.start()
+    provider._clock = lambda: 1_800_000_000.0  # a frozen wall clock: every call in one second
+    stored = json.loads(
+        provider.handle_tool_call(
+            "zkr_store", {"content": "User drinks oat milk", "predicate": "drinks", "value": "oat"}
+        )
+    )
+    corrected = json.loads(
+        provider.handle_tool_call(
+            "zkr_correct",
+            {"claim_id": stored["claim_id"], "content": "Switched to soy milk", "value": "soy"},
+        )
+    )
+    assert corrected["superseded_claim_id"] == stored["claim_id"]
+    deleted = json.loads(
+        provider.handle_tool_call("zkr_delete", {"source_id": corrected["source_id"]})
+    )
+    assert deleted["claim_count"] == 1
+    times = [
+        request.get("recorded_at", request.get("deleted_at")) for _, request in home.logged()
+    ]
+    assert times == [1_800_000_000, 1_800_000_001, 1_800_000_002]
+
+
+def test_an_unavailable_review_evidence_id_reaches_the_model(home: Home) -> None:
+    provider = home.start()
+    result = json.loads(
+        provider.handle_tool_call(
+            "zkr_reflect", {"day": "2026-11-30", "summary": "s", "evidence_ids": ["nope"]}
+        )
+    )
+    assert result == {"error": "zkr operation failed", "detail": "evidence nope is unavailable"}
+
+
 @pytest.mark.parametrize(
     ("tool", "args", "detail"),
     [
