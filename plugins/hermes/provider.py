@@ -316,7 +316,11 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         messages: list[dict[str, Any]] | None = None,
     ) -> None:
         """Queue the turn durably (fsynced) and return; the worker stores it in zkr."""
-        if not self.writes_enabled or self._queue is None:
+        if not self.writes_enabled:
+            return
+        if self._queue is None:  # initialize() failed (Hermes only logged it): say so per turn
+            self.dropped_turns += 1
+            logger.warning("zkr: turn not stored: the memory queue could not be set up")
             return
         user = _as_text(user_content).strip()
         if not user:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
+import logging
 import os
 import signal
 import sqlite3
@@ -594,10 +595,23 @@ def test_store_then_correct_and_delete_within_one_second(home: Home) -> None:
         provider.handle_tool_call("zkr_delete", {"source_id": corrected["source_id"]})
     )
     assert deleted["claim_count"] == 1
-    times = [
-        request.get("recorded_at", request.get("deleted_at")) for _, request in home.logged()
-    ]
+    times = [request.get("recorded_at", request.get("deleted_at")) for _, request in home.logged()]
     assert times == [1_800_000_000, 1_800_000_001, 1_800_000_002]
+
+
+def test_a_failed_initialize_is_reported_for_each_turn(
+    home: Home, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = home.path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("ZKR_DB", str(blocker / "zkr.db"))
+    provider = home.load()
+    with pytest.raises(OSError):  # Hermes catches this and only logs it
+        provider.initialize("session-1", hermes_home=str(home.path), agent_context="primary")
+    with caplog.at_level(logging.WARNING):
+        provider.sync_turn("remember this", "ok")
+    assert provider.dropped_turns == 1
+    assert "turn not stored" in caplog.text
 
 
 def test_an_unavailable_review_evidence_id_reaches_the_model(home: Home) -> None:
