@@ -128,6 +128,9 @@ export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrO
         windowsHide: true,
         stdio: ["pipe", "pipe", "pipe"],
         env: options.env ?? process.env,
+        // Its own process group (POSIX), so stopping it also stops whatever it started
+        // (a wrapper script's `zkr`, a `sleep`): signals go to the whole group.
+        detached: process.platform !== "win32",
       });
     } catch {
       rejectPromise(new ZkrCommandError("spawn"));
@@ -139,7 +142,6 @@ export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrO
     const stdoutChunks: Buffer[] = [];
     const stderrChunks: Buffer[] = [];
     let timeoutTimer: ReturnType<typeof setTimeout> | undefined;
-    let killTimer: ReturnType<typeof setTimeout> | undefined;
 
     const onAbort = (): void => {
       fail("aborted");
@@ -153,23 +155,30 @@ export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrO
       return true;
     };
 
+    const signalGroup = (name: NodeJS.Signals): void => {
+      const pid = child.pid;
+      if (pid !== undefined && process.platform !== "win32") {
+        try {
+          process.kill(-pid, name);
+          return;
+        } catch {
+          // The group is gone (or was never made); signal the child itself.
+        }
+      }
+      try {
+        child.kill(name);
+      } catch {
+        // Already gone or not killable.
+      }
+    };
+
     const stop = (): void => {
       if (!isRunning(child)) return;
-      try {
-        child.kill("SIGTERM");
-      } catch {
-        // Already gone or not killable; the SIGKILL below is the last word.
-      }
-      killTimer = setTimeout(() => {
-        if (isRunning(child)) {
-          try {
-            child.kill("SIGKILL");
-          } catch {
-            // Nothing more to do.
-          }
-        }
-      }, killGraceMs);
-      killTimer.unref?.();
+      signalGroup("SIGTERM");
+      // Not unref'd: a host that is about to exit still waits (at most the grace period)
+      // for the SIGKILL of a child that ignored SIGTERM, instead of leaving it running.
+      // The timer is kept when the child exits: what it started may still run in its group.
+      setTimeout(() => signalGroup("SIGKILL"), killGraceMs);
     };
 
     function fail(kind: ZkrFailureKind): void {
@@ -195,9 +204,6 @@ export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrO
     child.on("error", () => {
       // Spawn failure (e.g. missing binary) or a failed kill; either way the call is over.
       fail("spawn");
-    });
-    child.on("exit", () => {
-      if (killTimer !== undefined) clearTimeout(killTimer);
     });
     child.stdout?.on("data", collect(stdoutChunks));
     child.stderr?.on("data", collect(stderrChunks));

@@ -7,7 +7,7 @@
  * (ZKR_COMMAND is the real zkr CLI, e.g. test/fixtures/zkr-python.sh).
  */
 import assert from "node:assert/strict";
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -33,6 +33,15 @@ async function check(name: string, body: () => Promise<void>): Promise<void> {
     failed += 1;
     console.log(`not ok - ${name}`);
     console.log(error);
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -128,12 +137,13 @@ try {
   );
   await check("timeout with SIGKILL escalation", async () => {
     const started = Date.now();
+    const pidFile = join(dir, "hang.pid");
     await expectRedacted(
       runZkr(
         "search",
         {},
         {
-          command: script("hang.sh", "trap '' TERM; while :; do sleep 0.05; done"),
+          command: script("hang.sh", `trap '' TERM; echo $$ > '${pidFile}'; while :; do sleep 0.05; done`),
           database: db,
           timeoutMs: 300,
           killGraceMs: 300,
@@ -142,6 +152,11 @@ try {
       "timeout",
     );
     assert.ok(Date.now() - started < 5_000);
+    // The child ignores SIGTERM: it must be gone once the grace period has passed.
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    const deadline = Date.now() + 3_000;
+    while (alive(pid) && Date.now() < deadline) await new Promise((done) => setTimeout(done, 50));
+    assert.ok(!alive(pid), "the child that ignored SIGTERM is still running");
   });
   await check("child exiting before reading a large request", async () => {
     for (let i = 0; i < 5; i += 1) {

@@ -211,6 +211,19 @@ describe("runZkr", () => {
     expect(processAlive(pid)).toBe(false); // ... and SIGKILL followed.
   });
 
+  test("a timeout also stops what the child started (its process group)", async () => {
+    const dir = tempDir();
+    const pidFile = join(dir, "pid");
+    const command = script(dir, "wrapper.sh", `sleep 30 & echo $! > '${pidFile}'; wait`);
+    const error = await rejection(
+      runZkr("search", {}, { command, database: join(dir, "m.db"), timeoutMs: 300, killGraceMs: 200 }),
+    );
+    expectRedacted(error, "timeout");
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    await Bun.sleep(300);
+    expect(processAlive(pid)).toBe(false);
+  });
+
   test("an abort signal kills the running child", async () => {
     const dir = tempDir();
     const command = script(dir, "slow.sh", "exec sleep 30");
