@@ -177,7 +177,7 @@ def _serde_syntax_error(text: str, exc: json.JSONDecodeError) -> str:
             phrase = "expected `,` or `]`" if container == "[" else "expected `,` or `}`"
     elif msg.startswith("Invalid control character"):
         phrase = _CONTROL
-    elif msg.startswith("Invalid \\") or msg.startswith("Invalid \\u"):
+    elif msg.startswith("Invalid \\"):  # Invalid \escape, Invalid \uXXXX escape
         phrase = "invalid escape"
     else:
         phrase = msg[:1].lower() + msg[1:]

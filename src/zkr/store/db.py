@@ -103,11 +103,11 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
     Changing the journal mode needs an exclusive lock, and SQLite reports ``database is
     locked`` at once, without consulting the busy handler (to avoid a deadlock), while another
     process holds the RESERVED lock of a file still in rollback mode (two agents creating one
-    file together). So the switch
-    is retried for up to :data:`BUSY_TIMEOUT_S`, re-reading the mode each time: usually the
-    other opener has already switched it. A file zkr may not write (read-only file, directory
-    or ``mode=ro`` URI) keeps its journal mode, as the reference would leave it, so reads work;
-    writes then fail with SQLite's ``attempt to write a readonly database``.
+    file together). So the switch is retried for up to :data:`BUSY_TIMEOUT_S`, re-reading the
+    mode each time: usually the other opener has already switched it. A file zkr may not write
+    (read-only file, directory or ``mode=ro`` URI) keeps its journal mode, as the reference
+    would leave it, so reads work; writes then fail with SQLite's ``attempt to write a readonly
+    database``.
     """
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     delay = 0.002
