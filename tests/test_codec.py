@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from zkr.codec import Fields, canonical, cli_dumps, parse_json
 from zkr.errors import RequestError
@@ -231,3 +231,21 @@ def test_parse_roundtrips_json_values(value: Any) -> None:
 def test_fields_reports_expected_struct() -> None:
     with pytest.raises(RequestError, match="expected struct Thing"):
         Fields([1, 2], "struct Thing")
+
+
+JSONISH = st.text(alphabet='{}[],:"\\ 019-.eEtrufalsnNI\n\tx\x01', max_size=40)
+
+
+@settings(max_examples=400)
+@given(JSONISH)
+def test_any_text_parses_or_fails_with_one_request_error(text: str) -> None:
+    """Arbitrary near-JSON input: a value, or a RequestError with a serde-style position."""
+    try:
+        parse_json(text.encode("utf-8"))
+    except RequestError as exc:
+        message = str(exc)
+        assert message and "Expecting" not in message and "Unterminated" not in message
+        positionless = ("number out of range", "duplicate field", "invalid number `", "lone ")
+        assert message.startswith(positionless) or (
+            " at line " in message and " column " in message
+        )
