@@ -216,7 +216,7 @@ describe("runZkr", () => {
     const pidFile = join(dir, "pid");
     const command = script(dir, "wrapper.sh", `sleep 30 & echo $! > '${pidFile}'; wait`);
     const error = await rejection(
-      runZkr("search", {}, { command, database: join(dir, "m.db"), timeoutMs: 300, killGraceMs: 200 }),
+      runZkr("search", {}, { command, database: join(dir, "m.db"), timeoutMs: 1_000, killGraceMs: 200 }),
     );
     expectRedacted(error, "timeout");
     const pid = Number(readFileSync(pidFile, "utf8"));
