@@ -311,3 +311,50 @@ def test_a_reader_that_went_away_is_one_clear_error(db_path: str) -> None:
     assert err.decode().splitlines() == [
         '{"error":"cannot write the response to stdout: Broken pipe"}'
     ]
+
+
+@pytest.mark.parametrize("unbuffered", ["0", "1"])
+def test_a_large_answer_cut_short_by_its_reader_is_an_error(db_path: str, unbuffered: str) -> None:
+    """With PYTHONUNBUFFERED=1 a short write would be dropped silently; zkr writes every byte
+    or reports the broken pipe."""
+    import subprocess
+    import sys
+
+    from tests.conftest import remember
+    from zkr import MemoryDb
+
+    with MemoryDb.open(db_path) as db:
+        for i in range(120):
+            remember(db, f"note {i} about the garden " + "x" * 4000, t="t", p="p")
+    env = dict(os.environ, PYTHONUNBUFFERED=unbuffered)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "--db", db_path, "search"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b'{"tenant_id":"t","person_id":"p","query":"garden","limit":100}')
+    proc.stdin.close()
+    assert proc.stdout.read(1) == b"{"
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 1
+    assert proc.stderr.read().decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: Broken pipe"}'
+    ]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_help_to_a_full_disk_is_one_clear_error() -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", "--help"], stdout=full, stderr=subprocess.PIPE
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: No space left on device"}'
+    ]

@@ -164,11 +164,9 @@ def read_request(stream: BinaryIO) -> Any:
 def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
     """Run one invocation; returns the exit status. Never raises for bad input."""
     if not argv or (len(argv) == 1 and argv[0] in ("help", "--help", "-h")):
-        stdout.write(help_text())
-        return 0
+        return respond(stdout, stderr, help_text())
     if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
-        stdout.write(help_text())
-        return 0
+        return respond(stdout, stderr, help_text())
     if len(argv) != 3 or argv[0] != "--db":
         stderr.write(cli_dumps({"error": USAGE}) + "\n")
         return 1
@@ -189,10 +187,20 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
     except RecursionError:
         stderr.write(cli_dumps({"error": "request nesting is too deep"}) + "\n")
         return 1
+    return respond(stdout, stderr, cli_dumps(result) + "\n")
+
+
+def respond(stdout: Any, stderr: Any, text: str) -> int:
+    """Write the whole answer to stdout, or report why not (exit status 1).
+
+    A full disk or a reader that went away becomes one error envelope; the command itself has
+    already taken effect. A stream with a file descriptor is written with ``os.write`` until
+    every byte is out, because an unbuffered text stream (``PYTHONUNBUFFERED=1``) would drop
+    the rest of a short write without an error.
+    """
     try:
-        stdout.write(cli_dumps(result) + "\n")
-        stdout.flush()
-    except OSError as exc:  # a full disk, a reader that went away; the command itself stands
+        _write_all(stdout, text)
+    except OSError as exc:
         stderr.write(
             cli_dumps({"error": f"cannot write the response to stdout: {exc.strerror or exc}"})
             + "\n"
@@ -200,6 +208,19 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         _discard_output(stdout)
         return 1
     return 0
+
+
+def _write_all(stream: Any, text: str) -> None:
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: an in-memory stream
+        stream.write(text)
+        stream.flush()
+        return
+    stream.flush()
+    view = memoryview(text.encode("utf-8"))
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _discard_output(stream: Any) -> None:
