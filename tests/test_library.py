@@ -46,9 +46,9 @@ def base(**override: Any) -> RememberRequest:
         (base(kind="conversation"), "field `kind`: expected a SourceKind member"),
         (base(text="bad \ud800"), "field `text`: lone surrogate"),
         (base(text=None), "field `text`: invalid type: null"),
-        (base(claim=ClaimInput("s", "p", "v", ClaimKind.FACT, 1.5)), "field `valid_from`"),
+        (base(claim=ClaimInput("s", "p", "v", ClaimKind.FACT, 1.5)), "field `claim.valid_from`"),
         (base(claim=("s", "p", "v", "fact", 1)), "field `claim`: expected ClaimInput"),
-        (base(locator=Locator("d", "p", "s", "g", -1, 2)), "field `start_ms`: invalid value"),
+        (base(locator=Locator("d", "p", "s", "g", -1, 2)), "field `locator.start_ms`: invalid"),
     ],
 )
 def test_remember_rejects_ill_typed_requests_before_writing(

@@ -128,7 +128,10 @@ def _checker(annotation: Any, name: str) -> Checker:
         def check_record(item: Any) -> None:
             if not isinstance(item, record_type):
                 raise RequestError(f"expected {record_type.__name__}, got {type(item).__name__}")
-            validate(item)
+            try:
+                validate(item)
+            except RequestError as exc:  # name the nested field by its path: `claim.kind`
+                raise RequestError(exc.message.replace("field `", f"field `{name}.", 1)) from None
 
         return check_record
     return _no_check
