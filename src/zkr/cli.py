@@ -115,17 +115,21 @@ COMMANDS: dict[str, tuple[str, Handler]] = {
 
 
 def help_text() -> str:
+    """The help screen, at most 80 columns wide."""
+    import textwrap  # only the help path needs it
+
     lines = [
         "zkr --db PATH COMMAND",
         "",
-        "Each command reads one JSON object (at most 1 MiB) from stdin and writes one JSON value",
-        'to stdout; errors are {"error":"MESSAGE"} on stderr with exit status 1.',
+        "Each command reads one JSON object (at most 1 MiB) from stdin and writes one",
+        'JSON value to stdout; errors are {"error":"MESSAGE"} on stderr, exit status 1.',
         "",
         "Commands:",
     ]
-    for name, (purpose, _) in COMMANDS.items():
-        lines.append(f"  {name:<13}{purpose}")
-    lines.append(f"  {'help':<13}show this help")
+    for name, (purpose, _) in [*COMMANDS.items(), ("help", ("show this help", None))]:
+        wrapped = textwrap.wrap(purpose, 80 - 15)
+        lines.append(f"  {name:<13}{wrapped[0]}")
+        lines.extend(f"{'':15}{more}" for more in wrapped[1:])
     return "\n".join(lines) + "\n"
 
 
