@@ -45,6 +45,7 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import write_tx
+from zkr.store.eligibility import live_evidence
 from zkr.store.feed import EXPORT_FORMAT, SCHEMA_VERSION, Record
 from zkr.store.records import canonical_payload, hash_payload, parse_record, record_identity
 from zkr.store.write import validate_locator
@@ -765,7 +766,7 @@ class _Applier:
         elif kind == "evidence":
             changed = self.conn.execute(
                 "UPDATE evidence SET deleted_at = ? WHERE id = ? AND tenant_id = ?"
-                " AND person_id = ? AND deleted_at IS NULL",
+                f" AND person_id = ? AND {live_evidence('')}",
                 (deleted_at, *args),
             ).rowcount
             if not changed:

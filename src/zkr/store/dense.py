@@ -56,6 +56,13 @@ from zkr.codec import sha256_tagged
 from zkr.errors import InvalidInput
 from zkr.model import TARGET_RANK, Distance, QueryEmbedding, Target, TargetKind
 from zkr.store import vectorfile
+from zkr.store.eligibility import (
+    LIVE_CLAIM,
+    LIVE_EVIDENCE,
+    LIVE_LINKS_SQL,
+    LIVE_SOURCE,
+    stands_for,
+)
 from zkr.store.embeddings import (
     LaneConfig,
     Vector,
@@ -63,7 +70,6 @@ from zkr.store.embeddings import (
     decode_vector,
     validate_query,
 )
-from zkr.store.lexical import LIVE_CLAIM, SUPPORTS
 
 F32 = npt.NDArray[np.float32]
 U32 = npt.NDArray[np.uint32]
@@ -346,23 +352,12 @@ def _state(
 # zkr_embeddings_rows index serves each part in order, reading no row's vector). Each row
 # carries: its small columns; the target's §9.1 revision and text (NULL when the target is
 # not live); for §5.4, whether the target can be mapped at all (evidence: source live; source:
-# has live evidence; claims: see _LINKS_SQL).
+# has live evidence; claims: see eligibility.LIVE_LINKS_SQL).
 _ROW_COLUMNS = (
     "em.rowid, em.target_kind, em.target_id, em.dimension, em.normalization, em.distance,"
     " em.target_revision, em.input_hash, em.created_at"
 )
 _LANE = "em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
-# §5.4 mapping, set-based: every supporting link from live evidence to a live claim in scope,
-# with the evidence's source (one pass over the scope's links, not one subquery per row).
-_LINKS_SQL = f"""
-SELECT e.source_id, e.id, c.id, s.id IS NOT NULL FROM claim_evidence ce
-JOIN claims c ON c.id = ce.claim_id AND c.tenant_id = :t AND c.person_id = :p AND {LIVE_CLAIM}
-JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
-     AND e.deleted_at IS NULL
-LEFT JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
-     AND s.deleted_at IS NULL
-WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.relation = {SUPPORTS}
-"""
 _ROWS_SQL = (
     (
         "claim",
@@ -380,10 +375,10 @@ ORDER BY em.target_id""",
         f"""
 SELECT {_ROW_COLUMNS}, e.source_revision, e.quote,
        EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t
-               AND s.person_id = :p AND s.deleted_at IS NULL)
+               AND s.person_id = :p AND {LIVE_SOURCE})
 FROM embeddings em
 LEFT JOIN evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p
-     AND e.deleted_at IS NULL
+     AND {LIVE_EVIDENCE}
 WHERE {_LANE} AND em.target_kind = 'evidence'
 ORDER BY em.target_id""",
     ),
@@ -392,10 +387,10 @@ ORDER BY em.target_id""",
         f"""
 SELECT {_ROW_COLUMNS}, s.revision, s.content,
        EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t
-               AND e.person_id = :p AND e.deleted_at IS NULL)
+               AND e.person_id = :p AND {LIVE_EVIDENCE})
 FROM embeddings em
 LEFT JOIN sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p
-     AND s.deleted_at IS NULL
+     AND {LIVE_SOURCE}
 WHERE {_LANE} AND em.target_kind = 'source'
 ORDER BY em.target_id""",
     ),
@@ -440,7 +435,7 @@ def _refresh(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     cache.entries = entries
     cache.unsaved += _decode_pending(conn, cache, [rowid for rowid, *_ in candidates])
     _compact(cache)
-    links = conn.execute(_LINKS_SQL, params).fetchall()
+    links = conn.execute(LIVE_LINKS_SQL, params).fetchall()
     cache.derived = _derive(cache, candidates, links)
     if (
         cache.file is not None
@@ -594,7 +589,15 @@ def _derive(
         if kind == "claim":
             mappable = target_id in citable
         supported = by_source if kind == "source" else by_evidence
-        for target in _map(kind, target_id, mappable, supported.get(target_id)):
+        # §5.4 (eligibility.stands_for): a claim row maps only when the claim can be cited
+        # (surprise #19 fixed: the reference returns it anyway and the search then fails
+        # with `record not found`); source/evidence rows fall back to raw (hide_linked off).
+        mapped = (
+            stands_for(_KINDS[kind], target_id, supported.get(target_id, ()), False, False)
+            if mappable
+            else []
+        )
+        for target in mapped:
             number = index.get(target)
             if number is None:
                 number = index[target] = len(targets)
@@ -619,24 +622,6 @@ def _derive(
         pair_rows=rows_arr[by_target],
         pair_starts=starts,
     )
-
-
-def _map(kind: str, target_id: str, mappable: object, claims: set[str] | None) -> list[Target]:
-    """§5.4: a claim row is its claim; an evidence row (evidence and source live) or a source
-    row (source live with live evidence) is the live claims it supports (ascending id), or
-    itself when there are none.
-
-    Deviation (retrieval surprise #19, fixed): a claim row maps to nothing when the claim has
-    no supporting evidence that is live with a live source, so it cannot be cited; the
-    reference returns it anyway and the whole search then fails with ``record not found``.
-    """
-    if not mappable:
-        return []
-    if kind == "claim":
-        return [Target(TargetKind.CLAIM, target_id)]
-    if claims:
-        return [Target(TargetKind.CLAIM, claim) for claim in sorted(claims)]
-    return [Target(_KINDS[kind], target_id)]
 
 
 # --------------------------------------------------------------------------- ranking

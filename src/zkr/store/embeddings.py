@@ -48,7 +48,7 @@ from zkr.model import (
     quoted,
 )
 from zkr.store.db import read_tx, write_tx
-from zkr.store.lexical import LIVE_CLAIM
+from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, live_evidence, live_source
 from zkr.text import bounded_limit, require_scope, require_text
 
 PAGE_LIMIT_BYTES = 1_000_000
@@ -230,9 +230,9 @@ class ProjectionInput:
 # source_revision, the claim's recorded_from.
 _INPUT_SQL = {
     TargetKind.SOURCE: "SELECT content, revision FROM sources"
-    " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+    f" WHERE id = ? AND tenant_id = ? AND person_id = ? AND {live_source('')}",
     TargetKind.EVIDENCE: "SELECT quote, source_revision FROM evidence"
-    " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+    f" WHERE id = ? AND tenant_id = ? AND person_id = ? AND {live_evidence('')}",
     TargetKind.CLAIM: "SELECT c.subject, c.predicate, c.value, c.recorded_from FROM claims c"
     f" WHERE c.id = ? AND c.tenant_id = ? AND c.person_id = ? AND {LIVE_CLAIM}",
 }
@@ -437,18 +437,18 @@ ORDER BY c.id""",
 SELECT e.id, e.quote, e.source_revision, {_EM_COLUMNS}
 FROM evidence e
 JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
-     AND s.deleted_at IS NULL
+     AND {LIVE_SOURCE}
 LEFT JOIN embeddings em ON em.tenant_id = e.tenant_id AND em.person_id = e.person_id
      AND em.target_kind = 'evidence' AND em.target_id = e.id AND em.model = :m
      AND em.version = :v
-WHERE e.tenant_id = :t AND e.person_id = :p AND e.deleted_at IS NULL
+WHERE e.tenant_id = :t AND e.person_id = :p AND {LIVE_EVIDENCE}
 ORDER BY e.id""",
     TargetKind.SOURCE: f"""
 SELECT s.id, s.content, s.revision, {_EM_COLUMNS}
 FROM sources s
 LEFT JOIN embeddings em ON em.tenant_id = s.tenant_id AND em.person_id = s.person_id
      AND em.target_kind = 'source' AND em.target_id = s.id AND em.model = :m AND em.version = :v
-WHERE s.tenant_id = :t AND s.person_id = :p AND s.deleted_at IS NULL
+WHERE s.tenant_id = :t AND s.person_id = :p AND {LIVE_SOURCE}
 ORDER BY s.id""",
 }
 _PROJECTION_ORDER = (TargetKind.CLAIM, TargetKind.EVIDENCE, TargetKind.SOURCE)

@@ -46,6 +46,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
 from zkr.model import AsOf, Target, TargetKind
+from zkr.store.eligibility import SOURCE_LINKS_AS_OF_SQL, SOURCE_LINKS_SQL, Support
 
 MAX_TERMS = 32
 WINDOW_ROWS = 1000
@@ -113,20 +114,6 @@ _SUFFIXES = tuple(
         reverse=True,
     )
 )
-
-# Live claim (spec/retrieval.md §1): accepted, both intervals open, retrievable tier, processed.
-LIVE_CLAIM = (
-    "c.status = 'accepted' AND c.valid_until IS NULL AND c.recorded_until IS NULL"
-    " AND c.tier IN ('short_term', 'long_term') AND c.processing_state = 'processed'"
-)
-# Claim visible at valid time :v and recorded time :r (spec/retrieval.md §4).
-VISIBLE_CLAIM = (
-    "c.status IN ('accepted', 'superseded') AND c.processing_state = 'processed'"
-    " AND c.valid_from <= :v AND (c.valid_until IS NULL OR c.valid_until > :v)"
-    " AND c.recorded_from <= :r AND (c.recorded_until IS NULL OR c.recorded_until > :r)"
-)
-SUPPORTS = "'\"supports\"'"
-
 
 # --------------------------------------------------------------------------- query → phrases
 
@@ -279,36 +266,6 @@ CROSS JOIN source_fts AS f ON f.rowid = h.value
 WHERE f.tenant_id = :t AND f.person_id = :p
 """
 
-# Eligibility of matched sources (spec/retrieval.md §3.3 steps 1-4): for each live source in
-# scope, each live evidence row and its supporting links; ``live`` says whether the linked
-# claim is live. A source with live evidence stands for its live supported claims; it stands
-# for itself only when none of its live evidence has any supporting link.
-_LIVE_ROWS_SQL = f"""
-SELECT s.id, ce.claim_id, c.id IS NOT NULL AND {LIVE_CLAIM}
-FROM json_each(:ids) AS h
-CROSS JOIN sources s ON s.id = h.value AND s.tenant_id = :t AND s.person_id = :p
-     AND s.deleted_at IS NULL
-CROSS JOIN evidence e ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = s.id
-     AND e.deleted_at IS NULL
-LEFT JOIN claim_evidence ce ON ce.evidence_id = e.id AND ce.relation = {SUPPORTS}
-     AND ce.tenant_id = :t AND ce.person_id = :p
-LEFT JOIN claims c ON c.id = ce.claim_id AND c.tenant_id = :t AND c.person_id = :p
-"""
-# Historical mode (spec/retrieval.md §4): sources captured by :v and recorded by :r, evidence
-# recorded by :r, claims visible at (:v, :r); a source stands for itself when its eligible
-# evidence supports no visible claim.
-_AS_OF_ROWS_SQL = f"""
-SELECT s.id, ce.claim_id, c.id IS NOT NULL AND {VISIBLE_CLAIM}
-FROM json_each(:ids) AS h
-CROSS JOIN sources s ON s.id = h.value AND s.tenant_id = :t AND s.person_id = :p
-     AND s.deleted_at IS NULL AND s.captured_at <= :v AND s.recorded_at <= :r
-CROSS JOIN evidence e ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = s.id
-     AND e.deleted_at IS NULL AND e.recorded_at <= :r
-LEFT JOIN claim_evidence ce ON ce.evidence_id = e.id AND ce.relation = {SUPPORTS}
-     AND ce.tenant_id = :t AND ce.person_id = :p
-LEFT JOIN claims c ON c.id = ce.claim_id AND c.tenant_id = :t AND c.person_id = :p
-"""
-
 # The NEIGHBOURS in-scope FTS rows on each side of each given row, looked for within SPAN
 # rowids. FTS rowids follow insertion order, so these are the memories written just before
 # and after it in the same scope: the surrounding turns of a conversation.
@@ -369,29 +326,17 @@ class _Lane:
         self.resolve(rowids)
         todo = [rowid for rowid in rowids if rowid not in self.targets]
         ids = sorted({sid for rowid in todo if (sid := self.source[rowid]) is not None})
-        linked: set[str] = set()
-        claims: dict[str, set[str]] = {}
+        support = Support()
         if ids:
-            sql = _LIVE_ROWS_SQL if self.as_of is None else _AS_OF_ROWS_SQL
-            for source_id, claim_id, live in self._query(sql, ids=json.dumps(ids)):
-                found = claims.setdefault(source_id, set())
-                if claim_id is None:
-                    continue
-                if self.as_of is None:
-                    linked.add(source_id)  # live mode: any supporting link hides the source
-                if live:
-                    found.add(claim_id)
+            sql = SOURCE_LINKS_SQL if self.as_of is None else SOURCE_LINKS_AS_OF_SQL
+            support.add_rows(self._query(sql, ids=json.dumps(ids)))
+        hide_linked = self.as_of is None  # live mode: any supporting link hides the source
         for rowid in todo:
             sid = self.source[rowid]
-            supported = None if sid is None else claims.get(sid)
-            if sid is None or supported is None:
+            if sid is None or sid not in support.claims:
                 self.targets[rowid] = []  # other scope, not live / not yet, no live evidence
-            elif supported:
-                self.targets[rowid] = [Target(TargetKind.CLAIM, c) for c in sorted(supported)]
-            elif sid in linked:
-                self.targets[rowid] = []
             else:
-                self.targets[rowid] = [Target(TargetKind.SOURCE, sid)]
+                self.targets[rowid] = support.targets(TargetKind.SOURCE, sid, hide_linked)
 
     def neighbours(self, rowids: Sequence[int]) -> dict[int, list[int]]:
         """The in-scope FTS rows written just before and after each of ``rowids``."""

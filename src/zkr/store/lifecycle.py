@@ -29,7 +29,6 @@ from zkr.model import (
     LinkRequest,
     Locator,
     ProcessingState,
-    Relation,
     SourceKind,
     Status,
     Tier,
@@ -37,6 +36,7 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import write_tx
+from zkr.store.eligibility import LIVE_EVIDENCE, SUPPORTS, live_evidence, live_source
 from zkr.store.write import Capture, insert_capture, insert_supported_claim, set_origins
 from zkr.text import new_id, require_scope, require_text
 
@@ -47,8 +47,6 @@ INTERVAL_TRIGGER = "invalid claim half-open time interval"
 SUPERSEDED_SYNC = "superseded_sync"
 DELETE_SYNC = "delete_sync"
 TIER_CHANGED = "tier_changed"
-
-_SUPPORTS = quoted(Relation.SUPPORTS.value)
 
 
 # --------------------------------------------------------------------------- shared writes
@@ -227,7 +225,7 @@ def link(conn: sqlite3.Connection, req: LinkRequest) -> None:
         ).fetchone()
         evidence = conn.execute(
             "SELECT recorded_at FROM evidence"
-            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+            f" WHERE id = ? AND tenant_id = ? AND person_id = ? AND {live_evidence('')}",
             (req.evidence_id, t, p),
         ).fetchone()
         if claim is None or evidence is None:
@@ -343,9 +341,9 @@ WHERE +tenant_id = :t AND +person_id = :p AND +status = 'accepted'
   AND NOT EXISTS (
     SELECT 1 FROM claim_evidence ce
     JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
-         AND e.deleted_at IS NULL
+         AND {LIVE_EVIDENCE}
     WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = claims.id
-      AND ce.relation = '{_SUPPORTS}')
+      AND {SUPPORTS})
 RETURNING id, subject, predicate, value, kind, valid_from, valid_until, recorded_from,
   recorded_until, status, tier, processing_state
 """
@@ -402,7 +400,7 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
     with write_tx(conn):
         source = conn.execute(
             "SELECT recorded_at FROM sources"
-            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND deleted_at IS NULL",
+            f" WHERE id = ? AND tenant_id = ? AND person_id = ? AND {live_source('')}",
             (req.source_id, t, p),
         ).fetchone()
         if source is None:
@@ -420,7 +418,7 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
         )
         evidence_count = conn.execute(
             "UPDATE evidence SET deleted_at = :deleted_at WHERE tenant_id = :t AND person_id = :p"
-            " AND source_id = :source AND deleted_at IS NULL",
+            f" AND source_id = :source AND {live_evidence('')}",
             params,
         ).rowcount
         # Write 4: retraction; the interval trigger means deleted_at <= some recorded_from.

@@ -26,6 +26,7 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import read_tx, write_tx
+from zkr.store.eligibility import live_evidence
 from zkr.text import bounded_limit, new_id, require_scope, require_text
 
 PAGE_LIMIT = 1_000_000
@@ -189,7 +190,7 @@ def review(conn: sqlite3.Connection, req: ReviewRequest) -> str:
             row[0]
             for row in conn.execute(
                 "SELECT id FROM evidence WHERE tenant_id = ? AND person_id = ?"
-                " AND deleted_at IS NULL AND id IN (SELECT value FROM json_each(?))",
+                f" AND {live_evidence('')} AND id IN (SELECT value FROM json_each(?))",
                 (t, p, evidence_ids),
             )
         }

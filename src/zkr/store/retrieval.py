@@ -22,7 +22,16 @@ from zkr.model import (
     TargetKind,
 )
 from zkr.store.db import read_tx
-from zkr.store.lexical import LIVE_CLAIM, SUPPORTS, VISIBLE_CLAIM, lexical_ranking
+from zkr.store.eligibility import (
+    CLAIM_CITATION,
+    CLAIM_CITATION_AS_OF,
+    LIVE_CLAIM,
+    LIVE_EVIDENCE,
+    LIVE_SOURCE,
+    SOURCE_CITATION,
+    VISIBLE_CLAIM,
+)
+from zkr.store.lexical import lexical_ranking
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 
 FULL_RELEVANCE = 10_000
@@ -95,39 +104,24 @@ def get(conn: sqlite3.Connection, req: GetRequest) -> RetrievalItem:
 
 # Materialisation (spec/retrieval.md §7): excerpt text and the smallest qualifying evidence id.
 _CLAIM_LIVE_SQL = f"""
-SELECT c.subject, c.predicate, c.value,
-  (SELECT MIN(e.id) FROM claim_evidence ce
-   JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
-        AND e.deleted_at IS NULL
-   JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
-        AND s.deleted_at IS NULL
-   WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = c.id
-     AND ce.relation = {SUPPORTS})
+SELECT c.subject, c.predicate, c.value, {CLAIM_CITATION}
 FROM claims c WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p AND {LIVE_CLAIM}
 """
+# Historical claim targets (§4): visible at (:v, :r), citing evidence eligible then.
 _CLAIM_AS_OF_SQL = f"""
-SELECT c.subject, c.predicate, c.value,
-  (SELECT MIN(e.id) FROM claim_evidence ce
-   JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
-        AND e.deleted_at IS NULL AND e.recorded_at <= :r
-   JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
-        AND s.deleted_at IS NULL AND s.captured_at <= :v AND s.recorded_at <= :r
-   WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = c.id
-     AND ce.relation = {SUPPORTS})
+SELECT c.subject, c.predicate, c.value, {CLAIM_CITATION_AS_OF}
 FROM claims c WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p AND {VISIBLE_CLAIM}
 """
-_SOURCE_SQL = """
-SELECT s.content,
-  (SELECT MIN(e.id) FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t
-     AND e.person_id = :p AND e.deleted_at IS NULL)
-FROM sources s WHERE s.id = :id AND s.tenant_id = :t AND s.person_id = :p
-  AND s.deleted_at IS NULL
+# Source targets use the live rules in both modes (§4 last sentence).
+_SOURCE_SQL = f"""
+SELECT s.content, {SOURCE_CITATION}
+FROM sources s WHERE s.id = :id AND s.tenant_id = :t AND s.person_id = :p AND {LIVE_SOURCE}
 """
-_EVIDENCE_SQL = """
+# Evidence targets: the evidence live, its source live; it cites itself.
+_EVIDENCE_SQL = f"""
 SELECT e.quote, e.id FROM evidence e
-JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
-     AND s.deleted_at IS NULL
-WHERE e.id = :id AND e.tenant_id = :t AND e.person_id = :p AND e.deleted_at IS NULL
+JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p AND {LIVE_SOURCE}
+WHERE e.id = :id AND e.tenant_id = :t AND e.person_id = :p AND {LIVE_EVIDENCE}
 """
 
 

@@ -29,6 +29,7 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import read_tx, write_tx
+from zkr.store.eligibility import live_evidence
 from zkr.text import new_id, require_scope, require_text
 
 I64_MAX = 2**63 - 1
@@ -376,7 +377,7 @@ def locator(conn: sqlite3.Connection, req: LocatorRequest) -> Locator | None:
     with read_tx(conn):
         live = conn.execute(
             "SELECT 1 FROM evidence WHERE id = ? AND tenant_id = ? AND person_id = ?"
-            " AND deleted_at IS NULL",
+            f" AND {live_evidence('')}",
             (req.evidence_id, req.tenant_id, req.person_id),
         ).fetchone()
         if live is None:
