@@ -114,6 +114,13 @@ COMMANDS: dict[str, tuple[str, Handler]] = {
 }
 
 
+# Long-running modes with their own flags: ``zkr NAME ...`` -> (module with main(argv), purpose).
+SERVERS: dict[str, tuple[str, str]] = {
+    "serve": ("zkr.serve", "requests as JSON lines on stdin, one response line each"),
+    "mcp": ("zkr.mcp_server", "Model Context Protocol server, stdio or HTTP (zkr[mcp])"),
+}
+
+
 def help_text() -> str:
     """The help screen, at most 80 columns wide."""
     import textwrap  # only the help path needs it
@@ -130,6 +137,8 @@ def help_text() -> str:
         wrapped = textwrap.wrap(purpose, 80 - 15)
         lines.append(f"  {name:<13}{wrapped[0]}")
         lines.extend(f"{'':15}{more}" for more in wrapped[1:])
+    lines += ["", "Servers (one process answers many requests; NAME --help for options):"]
+    lines += [f"  {f'zkr {name} --db PATH':<21}{purpose}" for name, (_, purpose) in SERVERS.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -169,6 +178,11 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
     """Run one invocation; returns the exit status. Never raises for bad input."""
     if not argv or (len(argv) == 1 and argv[0] in ("help", "--help", "-h")):
         return respond(stdout, stderr, help_text())
+    if argv and argv[0] in SERVERS:
+        from importlib import import_module
+
+        server_main: Callable[[list[str]], int] = import_module(SERVERS[argv[0]][0]).main
+        return server_main(argv[1:])
     if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
         return respond(stdout, stderr, help_text())
     if len(argv) != 3 or argv[0] != "--db":

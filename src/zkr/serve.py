@@ -1,0 +1,245 @@
+"""``zkr serve --db PATH``: one long-lived process answering CLI commands line by line.
+
+A host that calls zkr often keeps one child and pays the interpreter's start-up once. The
+commands, their request and response JSON and their error messages are exactly the CLI's (the
+same dispatch table, :data:`zkr.cli.COMMANDS`); only the framing differs.
+
+**Framing** (JSON Lines, UTF-8, both directions):
+
+* request, one per line on stdin:
+  ``{"id": <string or integer>, "command": "<name>", "request": {...}}``;
+* response, one per line on stdout, in request order, compact with sorted keys, ``\\n``-terminated
+  and flushed per line: ``{"id": <echoed>, "ok": <what the CLI prints>}`` or
+  ``{"error": "<what the CLI prints>", "id": <echoed, or null when the line has no usable id>}``.
+
+**Bounds.** The ``request`` value is limited to 1 MiB (:data:`zkr.cli.REQUEST_LIMIT`, counted in
+its compact form) like a CLI request; a whole line to :data:`LINE_LIMIT` (1 MiB + 64 KiB, room
+for the envelope). A longer line is skipped without being buffered and answered with an error;
+so is a line that is not JSON, not an object or lacks a field. Blank lines are ignored. After
+every error line the server reads on.
+
+**Stopping.** At end of input, SIGTERM or SIGINT the server finishes the request it is running,
+writes its response and exits 0; lines not yet started get no response (they did nothing). Each
+mutation is one SQLite transaction, so nothing is ever half-written, even on SIGKILL.
+
+**Concurrency.** Requests run one at a time on one connection. Other processes (the CLI, a sync
+job, another server) may write the same file meanwhile: every read runs on a fresh SQLite
+snapshot and the decoded-vector cache is keyed on the file's change counter
+(:func:`zkr.store.dense.signature`), so their writes are seen by the next request.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import select
+import signal
+import sys
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any, BinaryIO
+
+from zkr.cli import COMMANDS, REQUEST_LIMIT, _rust_debug, _write_all
+from zkr.codec import Fields, _describe, canonical, cli_dumps, parse_json
+from zkr.errors import RequestError, ZkrError
+from zkr.memory import MemoryDb
+
+LINE_LIMIT = REQUEST_LIMIT + 65_536
+"""Longest accepted request line in bytes, without its newline (1 MiB request + envelope)."""
+
+READ_CHUNK = 65_536
+USAGE = "usage: zkr serve --db PATH"
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class OversizedLine:
+    """A line longer than :data:`LINE_LIMIT`; its bytes were skipped."""
+
+
+def parse_envelope(line: bytes) -> tuple[str | int | None, str, Any]:
+    """Decode one request line into ``(id, command, request)``.
+
+    Raises :class:`_LineError` carrying the id when it could be read (so the error line echoes
+    it) and the CLI-style message (``missing field `command```, JSON syntax errors, ...).
+    """
+    try:
+        value = parse_json(line)
+    except RequestError as exc:
+        raise _LineError(None, exc.message) from None
+    if not isinstance(value, dict):
+        raise _LineError(None, f"invalid type: {_describe(value)}, expected struct ServeRequest")
+    fields = Fields(value, "struct ServeRequest")
+    request_id: str | int | None = None
+    try:
+        raw_id = fields.required("id")
+        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
+            raise RequestError(f"invalid type: {_describe(raw_id)}, expected a string or integer")
+        request_id = raw_id
+        command = fields.string("command")
+        request = fields.required("request")
+    except RequestError as exc:
+        raise _LineError(request_id, exc.message) from None
+    if len(line) > REQUEST_LIMIT and len(canonical(request).encode("utf-8")) > REQUEST_LIMIT:
+        raise _LineError(request_id, f"request exceeds {REQUEST_LIMIT} bytes")
+    return request_id, command, request
+
+
+class _LineError(Exception):
+    def __init__(self, request_id: str | int | None, message: str) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+        self.message = message
+
+
+def run_command(database: MemoryDb, command: str, request: Any) -> Any:
+    """Run one CLI command on an open database; returns the JSON value the CLI would print.
+
+    Raises :class:`ZkrError` with the CLI's message (``unknown command "x"`` included).
+    """
+    entry = COMMANDS.get(command)
+    if entry is None:
+        raise RequestError(f"unknown command {_rust_debug(command)}")
+    try:
+        return entry[1](database, request)
+    except RecursionError:
+        raise RequestError("request nesting is too deep") from None
+
+
+def answer(database: MemoryDb, line: bytes) -> str:
+    """The response line (without newline) for one request line. Never raises for bad input."""
+    request_id: str | int | None = None
+    try:
+        request_id, command, request = parse_envelope(line)
+        result = run_command(database, command, request)
+    except _LineError as exc:
+        return cli_dumps({"error": exc.message, "id": exc.request_id})
+    except ZkrError as exc:
+        return cli_dumps({"error": exc.message, "id": request_id})
+    except Exception as exc:  # last resort, as in the CLI: the server must go on
+        message = f"internal error: {type(exc).__name__}: {exc}"
+        return cli_dumps({"error": message, "id": request_id})
+    return cli_dumps({"id": request_id, "ok": result})
+
+
+class _Stop:
+    """Set by SIGTERM/SIGINT; the loop checks it between requests."""
+
+    requested = False
+
+    @classmethod
+    def handler(cls, signum: int, frame: FrameType | None) -> None:
+        cls.requested = True
+
+
+def read_lines(stream: BinaryIO, wake_fd: int | None = None) -> Iterator[bytes | OversizedLine]:
+    """Yield complete lines of ``stream`` (without ``\\n``) as they arrive, a final unterminated
+    line at end of input, and an :class:`OversizedLine` marker for each over-long line.
+
+    Stops early once :attr:`_Stop.requested` is set; ``wake_fd`` (a signal wake-up pipe) makes a
+    signal interrupt a wait for input.
+    """
+    fd = stream.fileno()
+    buffer = b""
+    skipping = False
+    while not _Stop.requested:
+        if wake_fd is not None:
+            ready, _, _ = select.select([fd, wake_fd], [], [])
+            if wake_fd in ready:
+                _drain(wake_fd)
+                if fd not in ready:
+                    continue
+        chunk = os.read(fd, READ_CHUNK)
+        if not chunk:
+            if buffer and not skipping:
+                yield buffer
+            return
+        buffer += chunk
+        while True:
+            end = buffer.find(b"\n")
+            if end < 0:
+                break
+            line, buffer = buffer[:end], buffer[end + 1 :]
+            if skipping:
+                skipping = False  # the tail of an over-long line, already answered
+            elif len(line) > LINE_LIMIT:
+                yield OversizedLine()
+            else:
+                yield line
+            if _Stop.requested:
+                return
+        if not skipping and len(buffer) > LINE_LIMIT:
+            skipping = True
+            buffer = b""
+            yield OversizedLine()
+        elif skipping:
+            buffer = b""
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def serve(database: MemoryDb, stdin: BinaryIO, stdout: Any, wake_fd: int | None = None) -> int:
+    """Answer every request line of ``stdin`` on ``stdout`` until end of input or a stop signal.
+
+    Returns 0, or 1 when stdout can no longer be written (the reader went away).
+    """
+    for line in read_lines(stdin, wake_fd):
+        if isinstance(line, OversizedLine):
+            response = cli_dumps({"error": f"request line exceeds {LINE_LIMIT} bytes", "id": None})
+        elif not line.strip(b" \t\r"):
+            continue
+        else:
+            response = answer(database, line)
+        try:
+            _write_all(stdout, response + "\n")
+        except OSError as exc:
+            message = f"cannot write the response to stdout: {exc.strerror or exc}"
+            sys.stderr.write(cli_dumps({"error": message}) + "\n")
+            return 1
+    return 0
+
+
+def _parse_args(argv: list[str]) -> str:
+    if len(argv) == 2 and argv[0] == "--db":
+        return argv[1]
+    if len(argv) == 1 and argv[0].startswith("--db="):
+        return argv[0][len("--db=") :]
+    raise RequestError(USAGE)
+
+
+def main(argv: list[str]) -> int:
+    """``zkr serve --db PATH``: open PATH (creating/migrating it) and serve stdin until EOF or
+    SIGTERM. A bad command line or an unopenable file is one ``{"error"}`` line on stderr and
+    exit status 1, as for any CLI call."""
+    if argv in (["--help"], ["-h"], ["help"]):
+        sys.stdout.write(__doc__ or "")
+        return 0
+    try:
+        path = _parse_args(argv)
+        database = MemoryDb.open(path)
+    except ZkrError as exc:
+        sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")
+        return 1
+    # A long-lived process: the cyclic collector (off for one-shot CLI calls, see zkr.entry)
+    # comes back, and what start-up built is moved out of its sight.
+    gc.enable()
+    gc.freeze()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    previous_wake = signal.set_wakeup_fd(wake_w)
+    previous = {signum: signal.signal(signum, _Stop.handler) for signum in STOP_SIGNALS}
+    try:
+        return serve(database, sys.stdin.buffer, sys.stdout, wake_r)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(previous_wake)
+        os.close(wake_r)
+        os.close(wake_w)
+        database.close()

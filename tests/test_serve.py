@@ -1,0 +1,343 @@
+"""``zkr serve``: the CLI's commands over JSON lines, in one real long-lived process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.conftest import cli, dump, sam_acme
+from zkr.cli import REQUEST_LIMIT
+from zkr.serve import LINE_LIMIT
+
+
+class Server:
+    """A running ``python -m zkr serve --db PATH`` with line-level helpers."""
+
+    def __init__(self, db_path: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zkr", "serve", "--db", db_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        self.next_id = 0
+
+    @property
+    def stdin(self) -> IO[bytes]:
+        assert self.proc.stdin is not None
+        return self.proc.stdin
+
+    def send_line(self, line: bytes) -> None:
+        self.stdin.write(line + b"\n")
+        self.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line.endswith(b"\n"), (line, self.proc.stderr.read() if self.proc.stderr else "")
+        value = json.loads(line)
+        # compact, sorted keys: byte-identical to re-encoding it that way
+        assert (
+            line.decode()
+            == json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False) + "\n"
+        )
+        assert isinstance(value, dict)
+        return value
+
+    def call(self, command: str, request: Any) -> dict[str, Any]:
+        self.next_id += 1
+        line = {"id": self.next_id, "command": command, "request": request}
+        self.send_line(json.dumps(line, ensure_ascii=False).encode())
+        response = self.read()
+        assert response["id"] == self.next_id
+        return response
+
+    def ok(self, command: str, request: Any) -> Any:
+        response = self.call(command, request)
+        assert set(response) == {"id", "ok"}, response
+        return response["ok"]
+
+    def close(self) -> int:
+        self.stdin.close()
+        return self.proc.wait(timeout=60)
+
+
+@pytest.fixture
+def server(db_path: str) -> Any:
+    srv = Server(db_path)
+    yield srv
+    if srv.proc.poll() is None:
+        srv.proc.kill()
+        srv.proc.wait()
+    for stream in (srv.proc.stdout, srv.proc.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _scope(**fields: Any) -> dict[str, Any]:
+    return {"tenant_id": "t1", "person_id": "p1", **fields}
+
+
+def test_answers_match_the_cli_byte_for_byte(server: Server, db_path: str) -> None:
+    """Reads and failures through serve and through one-shot CLI calls on the same file give
+    the same answers (the JSON value, or the error message)."""
+    stored = server.ok("remember", sam_acme())
+    requests: list[tuple[str, Any]] = [
+        ("search", _scope(query="where does Sam work", limit=5)),
+        ("get", _scope(target={"kind": "claim", "id": stored["claim_id"]})),
+        ("profiles", _scope(limit=3)),
+        ("reviews", _scope()),
+        ("export", _scope(export_format=1, high_water_mark=1, limit=5)),
+        ("get", _scope(target={"kind": "source", "id": "nope"})),
+        ("remember", _scope(kind="conversation", text="   ", captured_at=1, recorded_at=1)),
+        ("search", _scope(query="x", limit=-1)),
+        ("search", {"tenant_id": "t1"}),
+        ("nope", {}),
+    ]
+    before = dump(db_path)
+    for command, request in requests:
+        response = server.call(command, request)
+        result = cli(db_path, command, request)
+        if result.code == 0:
+            assert response == {"id": server.next_id, "ok": result.json()}
+        else:
+            assert response == {"id": server.next_id, "error": result.error()}
+    assert dump(db_path) == before
+    assert server.close() == 0
+
+
+@pytest.mark.parametrize(
+    ("line", "message", "echoed"),
+    [
+        (b"not json", "expected ident at line 1 column 2", None),
+        (b"[1, 2]", "invalid type: sequence, expected struct ServeRequest", None),
+        (b'{"id": 1, "command": "get"', "EOF while parsing an object at line 1 column 26", None),
+        (b'{"command": "get", "request": {}}', "missing field `id`", None),
+        (
+            b'{"id": true, "command": "get", "request": {}}',
+            "invalid type: boolean `true`, expected a string or integer",
+            None,
+        ),
+        (b'{"id": "a", "request": {}}', "missing field `command`", "a"),
+        (b'{"id": 7, "command": "get"}', "missing field `request`", 7),
+        (
+            b'{"id": 7, "command": 3, "request": {}}',
+            "invalid type: integer `3`, expected a string",
+            7,
+        ),
+        (
+            b'{"id": 8, "command": "get", "request": []}',
+            "invalid type: sequence, expected struct GetRequest",
+            8,
+        ),
+        (b'{"id": 9, "id": 9, "command": "get", "request": {}}', "duplicate field `id`", None),
+        (b'\xff{"id": 1}', "invalid UTF-8 in request at byte 0", None),
+    ],
+)
+def test_malformed_lines_get_an_error_line_and_the_server_goes_on(
+    server: Server, line: bytes, message: str, echoed: Any
+) -> None:
+    server.send_line(line)
+    response = server.read()
+    assert response == {"error": response["error"], "id": echoed}
+    assert response["error"].startswith(message.split(" at line")[0]), response
+    assert server.ok("remember", sam_acme())["source_id"]
+    assert server.close() == 0
+
+
+def test_blank_lines_are_skipped_and_crlf_is_accepted(server: Server) -> None:
+    server.send_line(b"")
+    server.send_line(b"   \r")
+    server.send_line(
+        b'{"id":"w","command":"remember","request":' + json.dumps(sam_acme()).encode() + b"}\r"
+    )
+    assert set(server.read()) == {"id", "ok"}
+    assert server.close() == 0
+
+
+def test_oversized_lines_are_skipped_without_harm(server: Server, db_path: str) -> None:
+    assert server.ok("profiles", _scope()) == []  # the file exists and is migrated
+    before = dump(db_path)
+    huge = b'{"id": 1, "command": "remember", "request": {"text": "' + b"x" * (2 * LINE_LIMIT)
+    server.send_line(huge + b'"}}')
+    assert server.read() == {"error": f"request line exceeds {LINE_LIMIT} bytes", "id": None}
+    # a line within the line bound whose request is over the CLI's 1 MiB limit
+    text = "y" * (REQUEST_LIMIT + 10)
+    too_big = _scope(kind="conversation", text=text, captured_at=1, recorded_at=1)
+    assert server.call("remember", too_big)["error"] == f"request exceeds {REQUEST_LIMIT} bytes"
+    assert dump(db_path) == before
+    # the stream is still in step: the next request is answered normally
+    assert server.ok("search", _scope(query="anything")) == {
+        "gaps": ["no cited memory matched"],
+        "items": [],
+        "query": "anything",
+    }
+    # an over-long last line without a newline at end of input is answered too
+    server.stdin.write(b"z" * (LINE_LIMIT + 1))
+    server.stdin.close()
+    assert server.read()["error"] == f"request line exceeds {LINE_LIMIT} bytes"
+    assert server.proc.wait(timeout=60) == 0
+
+
+def test_a_last_line_without_newline_is_answered_at_eof(server: Server) -> None:
+    server.stdin.write(
+        b'{"id":"last","command":"profiles","request":{"tenant_id":"t","person_id":"p"}}'
+    )
+    server.stdin.close()
+    assert server.read() == {"id": "last", "ok": []}
+    assert server.proc.wait(timeout=60) == 0
+
+
+def test_a_concurrent_cli_writer_is_seen(server: Server, db_path: str) -> None:
+    """Writes by other processes on the same file reach the server's next request (lexical and
+    dense lanes), while the server keeps writing itself."""
+    assert server.ok("remember", sam_acme())
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-m", "zkr", "--db", db_path, "remember"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(4)
+    ]
+    for i, proc in enumerate(writers):  # the CLI writers run while the server writes too
+        request = _scope(
+            kind="conversation", text=f"cli note number{i}", captured_at=i, recorded_at=i
+        )
+        assert proc.stdin is not None
+        proc.stdin.write(json.dumps(request).encode())
+        proc.stdin.close()
+        server.ok(
+            "remember",
+            _scope(kind="conversation", text=f"served note {i}", captured_at=i, recorded_at=i),
+        )
+    for proc in writers:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.wait(timeout=60) == 0, proc.stderr.read()
+        proc.stdout.close()
+        proc.stderr.close()
+    for i in range(4):
+        items = server.ok("search", _scope(query=f"number{i}"))["items"]
+        assert [item["excerpt"] for item in items] == [f"cli note number{i}"]
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 9
+    # the dense lane: a vector embedded by a CLI call is scored by the server's next search
+    lane = {"model": "m", "version": "1"}
+    query = _scope(query="qqq", query_embedding={"vector": [1.0, 0.0], **lane})
+    assert server.ok("search", query)["items"] == []  # no word matches, no vector yet
+    todo = cli(db_path, "projections", _scope(limit=1, **lane)).json()
+    embed = _scope(
+        target=todo[0]["input"]["target"],
+        embedding={
+            "vector": [1.0, 0.0],
+            "input_hash": todo[0]["input"]["input_hash"],
+            "normalization": "none",
+            "distance": "cosine",
+            **lane,
+        },
+    )
+    cli(db_path, "embed", embed).json()
+    assert len(server.ok("search", query)["items"]) == 1  # found through the new vector
+    assert server.close() == 0
+
+
+def test_eof_answers_everything_sent_and_exits_zero(server: Server, db_path: str) -> None:
+    lines = b"".join(
+        json.dumps(
+            {
+                "id": i,
+                "command": "remember",
+                "request": _scope(
+                    kind="conversation", text=f"note {i}", captured_at=i, recorded_at=i
+                ),
+            }
+        ).encode()
+        + b"\n"
+        for i in range(50)
+    )
+    out, err = server.proc.communicate(lines, timeout=120)
+    assert server.proc.returncode == 0, err
+    responses = [json.loads(line) for line in out.splitlines()]
+    assert [r["id"] for r in responses] == list(range(50))
+    assert sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM sources").fetchone()[0] == 50
+
+
+def test_sigterm_mid_stream_finishes_the_request_in_flight(server: Server, db_path: str) -> None:
+    """Every answered request is stored, nothing unanswered is, the file is intact, exit 0."""
+    total = 3000
+
+    def feed() -> None:
+        try:
+            for i in range(total):
+                request = _scope(
+                    kind="conversation",
+                    text=f"stream note {i}",
+                    captured_at=i,
+                    recorded_at=i,
+                    ingestion_key=f"k{i}",
+                )
+                server.send_line(
+                    json.dumps({"id": i, "command": "remember", "request": request}).encode()
+                )
+        except (BrokenPipeError, ValueError):
+            pass  # the server stopped reading: expected after SIGTERM
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    answered: dict[int, str] = {}
+    while len(answered) < 100:
+        response = server.read()
+        answered[response["id"]] = response["ok"]["source_id"]
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.stdout is not None
+    rest = server.proc.stdout.read()  # until the server closes stdout
+    assert rest == b"" or rest.endswith(b"\n")  # no half-written line
+    for line in rest.splitlines():
+        response = json.loads(line)
+        answered[response["id"]] = response["ok"]["source_id"]
+    assert server.proc.wait(timeout=60) == 0
+    writer.join(timeout=60)
+    assert len(answered) < total
+    assert sorted(answered) == list(range(len(answered)))  # in order, none skipped
+    conn = sqlite3.connect(db_path)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    stored = dict(conn.execute("SELECT ingestion_key, id FROM sources").fetchall())
+    assert stored == {f"k{i}": source_id for i, source_id in answered.items()}
+    commits = conn.execute("SELECT COUNT(*) FROM memory_commits").fetchone()[0]
+    assert commits == len(answered)
+
+
+def test_sigterm_while_idle_exits_zero(server: Server) -> None:
+    assert server.ok("profiles", _scope()) == []
+    started = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.proc.wait(timeout=30) == 0
+    assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("argv", [[], ["--db"], ["--db", "a", "b"], ["--nope", "x"]])
+def test_bad_command_lines_are_usage_errors(argv: list[str]) -> None:
+    result = cli(None, argv=["serve", *argv])
+    assert result.error() == "usage: zkr serve --db PATH"
+
+
+def test_an_unopenable_file_is_one_error(tmp_path: Path) -> None:
+    result = cli(None, argv=["serve", "--db", str(tmp_path / "missing" / "x.db")])
+    assert result.error().startswith("unable to open database file")
+
+
+def test_help_lists_the_servers() -> None:
+    result = cli(None, argv=["--help"])
+    assert result.code == 0
+    assert "zkr serve --db PATH" in result.stdout
+    assert "zkr mcp --db PATH" in result.stdout
