@@ -70,6 +70,16 @@ class MemoryDb:
         with self._lock:
             return write.remember_many(self.conn, batch)
 
+    def ingested_times(
+        self, tenant_id: str, person_id: str, ingestion_key: str
+    ) -> tuple[int, int] | None:
+        """``(captured_at, recorded_at)`` stored under an ingestion key in scope, or ``None``:
+        lets a caller that defaults times to now replay the key (library only)."""
+        from zkr.store import write
+
+        with self._lock:
+            return write.ingested_times(self.conn, tenant_id, person_id, ingestion_key)
+
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
         model.validate(req)
         from zkr.store import write

@@ -371,6 +371,21 @@ def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> R
     return RememberResult(source_id, evidence_id, claim_id)
 
 
+def ingested_times(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, ingestion_key: str
+) -> tuple[int, int] | None:
+    """``(captured_at, recorded_at)`` of the source stored under ``ingestion_key`` in scope, or
+    ``None``. A caller that defaults times to "now" replays a key with the stored times, so a
+    retry in a later second returns the original ids instead of conflicting (spec/lifecycle.md
+    §3.1 compares the times)."""
+    row = conn.execute(
+        "SELECT captured_at, recorded_at FROM sources"
+        " WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
+        (tenant_id, person_id, ingestion_key),
+    ).fetchone()
+    return None if row is None else (int(row[0]), int(row[1]))
+
+
 def locator(conn: sqlite3.Connection, req: LocatorRequest) -> Locator | None:
     """The locator of live evidence in scope, or ``None`` (never ``record not found``)."""
     require_scope(req.tenant_id, req.person_id)

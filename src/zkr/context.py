@@ -1,0 +1,173 @@
+"""The context block: what a host pastes into a prompt before the model answers.
+
+:func:`build_context` runs one lexical ``search`` for the user's message and reads the current
+profile entries and the latest daily reviews of one scope, then renders them as a short,
+cited plain-text block that fits a byte budget. It writes nothing. The MCP server's ``context``
+tool returns it; plugins call it in-process.
+
+**Budget.** ``max_bytes`` bounds the UTF-8 size of :attr:`Context.text`, headers and newlines
+included. Lines are taken in a fixed priority — two memory lines for every profile line and
+every review line, each list in its own order (rank, newest first) — while they fit; a line that
+does not fit is skipped, so a later, shorter one may still get in. One line is at most a quarter
+of the budget (at least 160 bytes): longer excerpts are cut at a character boundary and end
+with ``…``. Sections keep their order (memories, profile, reviews) whatever was taken.
+
+**Citations.** Each memory line ends with the memory's kind and id and its evidence ids, each
+profile line with its claim id, each review line with its id, so a model can ``get`` them.
+"""
+
+from __future__ import annotations
+
+from itertools import zip_longest
+from typing import Any, NamedTuple
+
+from zkr import model
+from zkr.errors import RequestError
+from zkr.memory import MemoryDb
+
+DEFAULT_MAX_BYTES = 4_000
+MIN_LINE_BYTES = 160
+ELLIPSIS = "…"
+
+
+class Context(NamedTuple):
+    """A rendered context block and what it was built from (only what made it into ``text``)."""
+
+    text: str
+    items: list[model.RetrievalItem]
+    profiles: list[model.ProfileEntry]
+    reviews: list[model.DailyReview]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "bytes": len(self.text.encode("utf-8")),
+            "items": [item.to_json() for item in self.items],
+            "profiles": [entry.to_json() for entry in self.profiles],
+            "reviews": [review.to_json() for review in self.reviews],
+        }
+
+
+def build_context(
+    db: MemoryDb,
+    tenant_id: str,
+    person_id: str,
+    query: str,
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    limit: int = 10,
+    profile_limit: int = 10,
+    review_limit: int = 3,
+    min_relevance_basis_points: int = 0,
+) -> Context:
+    """The best cited pack for ``query`` plus current profile entries and the latest reviews,
+    within ``max_bytes`` UTF-8 bytes (see the module docstring for the budget rule).
+
+    ``limit``, ``profile_limit`` and ``review_limit`` bound each list as the commands do (0
+    means 10, above 100 means 100; a review limit of 0 leaves reviews out here). Items whose
+    ``relevance_basis_points`` is below ``min_relevance_basis_points`` are left out (relevance
+    is rank-based: the first item always has 10000). A blank ``query`` skips the search. Raises
+    :class:`zkr.ZkrError` for a bad scope or a negative bound, as the commands do.
+    """
+    if max_bytes < 0:
+        raise RequestError("max_bytes must not be negative")
+    items: list[model.RetrievalItem] = []
+    if query.strip():
+        pack = db.search(model.SearchRequest(tenant_id, person_id, query, limit))
+        items = [i for i in pack.items if i.relevance_basis_points >= min_relevance_basis_points]
+    profiles = db.profiles(model.LimitRequest(tenant_id, person_id, profile_limit))
+    reviews = (
+        db.reviews(model.LimitRequest(tenant_id, person_id, review_limit)) if review_limit else []
+    )
+    line_cap = max(MIN_LINE_BYTES, max_bytes // 4)
+    shown_query = _clip(repr(" ".join(query.split())), line_cap // 2)
+    sections: list[tuple[str, list[tuple[str, Any]]]] = [
+        (
+            f"Memories matching {shown_query} (zkr, cited):",
+            [(_item_line(item, line_cap), item) for item in items],
+        ),
+        (
+            "Profile (current):",
+            [(_profile_line(entry, line_cap), entry) for entry in profiles],
+        ),
+        (
+            "Latest daily reviews:",
+            [(_review_line(review, line_cap), review) for review in reviews],
+        ),
+    ]
+    chosen = _choose(sections, max_bytes)
+    lines: list[str] = []
+    taken: list[list[Any]] = [[], [], []]
+    for index, (header, candidates) in enumerate(sections):
+        picked = [c for position, c in enumerate(candidates) if (index, position) in chosen]
+        if picked:
+            lines.append(header)
+            lines.extend(text for text, _ in picked)
+            taken[index] = [value for _, value in picked]
+    if not items and query.strip():
+        note = "No cited memory matched the query."
+        if _size(lines) + len(note.encode("utf-8")) + 1 <= max_bytes:
+            lines.insert(0, note)
+    text = "".join(line + "\n" for line in lines)
+    return Context(text, taken[0], taken[1], taken[2])
+
+
+def _choose(sections: list[tuple[str, list[tuple[str, Any]]]], budget: int) -> set[tuple[int, int]]:
+    """(section, position) pairs taken greedily in the 2:1:1 priority order while they fit."""
+    memories, profiles, reviews = ([(i, p) for p in range(len(sections[i][1]))] for i in range(3))
+    order: list[tuple[int, int]] = []
+    pairs = [memories[k : k + 2] for k in range(0, len(memories), 2)]
+    for group, profile, review in zip_longest(pairs, profiles, reviews):
+        order.extend(group or [])
+        order.extend(x for x in (profile, review) if x is not None)
+    used = 0
+    chosen: set[tuple[int, int]] = set()
+    opened: set[int] = set()
+    for section, position in order:
+        cost = len(sections[section][1][position][0].encode("utf-8")) + 1
+        if section not in opened:
+            cost += len(sections[section][0].encode("utf-8")) + 1
+        if used + cost <= budget:
+            used += cost
+            chosen.add((section, position))
+            opened.add(section)
+    return chosen
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
+
+
+def _item_line(item: model.RetrievalItem, cap: int) -> str:
+    evidence = ", ".join(item.evidence_ids)
+    return _line(
+        item.excerpt, f"[{item.memory.kind.value} {item.memory.id}; evidence {evidence}]", cap
+    )
+
+
+def _profile_line(entry: model.ProfileEntry, cap: int) -> str:
+    citation = f"[{entry.stability.value}; claim {entry.claim_id}]"
+    return _line(f"{entry.key}: {entry.value}", citation, cap)
+
+
+def _review_line(review: model.DailyReview, cap: int) -> str:
+    return _line(f"{review.day}: {review.summary}", f"[review {review.id}]", cap)
+
+
+def _line(body: str, citation: str, cap: int) -> str:
+    """``- body [citation]`` in at most ``cap`` UTF-8 bytes: whitespace runs become one space
+    and a long body is cut (the citation is kept whole unless it alone is too long)."""
+    body = " ".join(body.split())
+    room = cap - len(citation.encode("utf-8")) - 3
+    if room < MIN_LINE_BYTES // 4:
+        return _clip(f"- {body} {citation}", cap)
+    return f"- {_clip(body, room)} {citation}"
+
+
+def _clip(text: str, cap: int) -> str:
+    """``text`` cut to at most ``cap`` UTF-8 bytes at a character boundary, marked with …"""
+    data = text.encode("utf-8")
+    if len(data) <= cap:
+        return text
+    room = max(0, cap - len(ELLIPSIS.encode("utf-8")))
+    return data[:room].decode("utf-8", errors="ignore") + ELLIPSIS

@@ -1,0 +1,101 @@
+"""``zkr mcp --db PATH``: zkr as a Model Context Protocol server (optional extra ``zkr[mcp]``).
+
+Options (flags win over the environment)::
+
+    --db PATH              the database (created and migrated like any CLI call)
+    --tenant T, --person P the one scope every tool acts on ($ZKR_TENANT, $ZKR_PERSON;
+                           default "local" / "me"); the model never chooses it
+    --http                 streamable HTTP instead of stdio, at http://HOST:PORT/mcp
+    --host H, --port N     loopback only (127.0.0.1 by default, or ::1 / localhost); 8765
+
+This module stays importable without the SDK: it checks for it, then loads
+:mod:`zkr.mcp_tools`. A bad command line, a missing SDK or an unopenable file is one
+``{"error"}`` line on stderr and exit status 1, as for any CLI call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import sys
+from typing import NamedTuple, NoReturn
+
+from zkr.codec import cli_dumps
+from zkr.errors import RequestError, ZkrError
+
+DEFAULT_PORT = 8765
+MISSING_SDK = "zkr mcp needs the MCP SDK: pip install 'zkr[mcp]'"
+
+
+class Options(NamedTuple):
+    db: str
+    tenant: str
+    person: str
+    http: bool
+    host: str
+    port: int
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise RequestError(f"{message} ({self.format_usage().strip()})")
+
+
+def parse_options(argv: list[str]) -> Options:
+    """Read the command line and environment; raises :class:`RequestError` when unusable."""
+    parser = _Parser(prog="zkr mcp", description="zkr as an MCP server (stdio or HTTP).")
+    parser.add_argument("--db", required=True, metavar="PATH")
+    parser.add_argument("--tenant", default=os.environ.get("ZKR_TENANT", "local"))
+    parser.add_argument("--person", default=os.environ.get("ZKR_PERSON", "me"))
+    parser.add_argument("--http", action="store_true", help="streamable HTTP at /mcp")
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    args = parser.parse_args(argv)
+    for name in ("tenant", "person"):
+        if not str(getattr(args, name)).strip():
+            raise RequestError(f"--{name} must not be blank")
+    if not _is_loopback(args.host):
+        raise RequestError(f"--host must be a loopback address (zkr mcp has no auth): {args.host}")
+    if not 0 < args.port < 65536:
+        raise RequestError(f"--port out of range: {args.port}")
+    return Options(args.db, args.tenant, args.person, args.http, args.host, args.port)
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    """Run the server until its client disconnects (stdio) or it is interrupted (HTTP)."""
+    try:
+        options = parse_options(argv)
+        try:
+            from zkr import mcp_tools
+        except ImportError:
+            raise RequestError(MISSING_SDK) from None
+        from zkr.memory import MemoryDb
+
+        database = MemoryDb.open(options.db)
+    except ZkrError as exc:
+        sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")
+        return 1
+    import gc
+
+    gc.enable()  # a long-lived process (zkr.entry switches the collector off for CLI calls)
+    try:
+        server = mcp_tools.build_server(database, options.tenant, options.person)
+        if options.http:
+            server.run("streamable-http", host=options.host, port=options.port)
+        else:
+            server.run("stdio")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        database.close()
+    return 0

@@ -1,0 +1,266 @@
+"""The MCP tools of ``zkr mcp``, on the official ``mcp`` SDK (imported only here: ``zkr[mcp]``).
+
+Every tool builds the CLI request of its command, adds the server's configured scope (the model
+never chooses the tenant or person) and the current time for any time the model leaves out,
+and runs it through the CLI's dispatch table (:func:`zkr.serve.run_command`). A failure comes
+back as a tool error carrying the CLI's message. Results are the CLI's JSON values; the lists
+of ``profiles`` and ``reviews`` are wrapped in an object (MCP structured output is an object).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, NotRequired
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
+
+from zkr import __version__
+from zkr.context import DEFAULT_MAX_BYTES, build_context
+from zkr.errors import ZkrError
+from zkr.memory import MemoryDb
+from zkr.serve import run_command
+
+SourceKind = Literal[
+    "conversation", "screen", "audio", "document", "integration", "user_correction"
+]
+ClaimKind = Literal["fact", "profile_fact", "preference", "task", "skill", "recommendation"]
+UnixTime = Annotated[
+    int | None,
+    Field(description="Integer Unix seconds; leave it out for now.", ge=0),
+]
+Limit = Annotated[int, Field(description="How many to return (1-100).", ge=1, le=100)]
+Id = Annotated[str, Field(description="A 32-hex-digit zkr id, as returned or cited by zkr.")]
+
+INSTRUCTIONS = """\
+zkr is the user's long-term memory: what they said or showed (sources), what was concluded from
+it (claims), each cited by evidence ids. Call `context` with the user's message before answering
+to recall what is relevant, `remember` to keep something worth remembering (with a `claim` when
+it states a fact, preference, task or profile fact about someone), `correct` when the user fixes
+a remembered fact, and `delete` when they ask to forget a source. Cite the ids you rely on."""
+
+
+class Claim(TypedDict):
+    """A typed claim extracted from the remembered text."""
+
+    subject: Annotated[str, Field(description="Who or what it is about, e.g. 'user' or 'Sam'.")]
+    predicate: Annotated[str, Field(description="The relation, e.g. 'employer', 'prefers'.")]
+    value: Annotated[str, Field(description="The value, e.g. 'Acme', 'short plans'.")]
+    kind: NotRequired[
+        Annotated[
+            ClaimKind,
+            Field(
+                description="fact (default); profile_fact for a stable trait of the person "
+                "(can become a profile entry); preference; task; skill; recommendation."
+            ),
+        ]
+    ]
+    valid_from: NotRequired[
+        Annotated[int, Field(description="Unix seconds it became true; default: captured_at.")]
+    ]
+
+
+class DefaultClock:
+    """Integer Unix seconds for times a call leaves out: now, but always after the previous
+    default, so that ``remember`` then ``correct`` or ``delete`` in the same second still
+    orders correctly (a correction must be recorded after what it corrects)."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._last = 0
+        self._lock = threading.Lock()
+
+    def __call__(self) -> int:
+        with self._lock:
+            self._last = max(int(self._clock()), self._last + 1)
+            return self._last
+
+
+def build_server(
+    db: MemoryDb, tenant_id: str, person_id: str, clock: Callable[[], int] | None = None
+) -> MCPServer[Any]:
+    """An MCP server whose tools act on ``db`` within one (tenant, person) scope."""
+    now = clock or DefaultClock()
+    scope = {"tenant_id": tenant_id, "person_id": person_id}
+    server: MCPServer[Any] = MCPServer(
+        "zkr",
+        title="zkr memory",
+        instructions=INSTRUCTIONS,
+        version=__version__,
+        log_level="WARNING",
+    )
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    def call(command: str, request: dict[str, Any]) -> Any:
+        try:
+            return run_command(db, command, {**request, **scope})
+        except ZkrError as exc:
+            raise ToolError(exc.message) from None
+
+    @server.tool(
+        description="Store something the user said, showed or did (a source and its evidence), "
+        "optionally with a typed claim extracted from it. Returns the new ids. Sending the "
+        "same ingestion_key again (e.g. a retried turn) returns the original ids instead of "
+        "storing twice; times left out are then the stored ones."
+    )
+    def remember(
+        text: Annotated[str, Field(description="The text to remember, as said or seen.")],
+        kind: Annotated[SourceKind, Field(description="Where it came from.")] = "conversation",
+        claim: Annotated[Claim | None, Field(description="Optional claim it states.")] = None,
+        captured_at: UnixTime = None,
+        recorded_at: UnixTime = None,
+        ingestion_key: Annotated[
+            str | None, Field(description="Optional idempotency key, e.g. 'session-7/turn-3'.")
+        ] = None,
+    ) -> dict[str, Any]:
+        at = now()
+        if ingestion_key is not None and (captured_at is None or recorded_at is None):
+            # a retry of a stored key replays it with the stored times, not a later "now"
+            stored = db.ingested_times(tenant_id, person_id, ingestion_key)
+            if stored is not None:
+                captured_at = stored[0] if captured_at is None else captured_at
+                recorded_at = stored[1] if recorded_at is None else recorded_at
+        captured = at if captured_at is None else captured_at
+        request: dict[str, Any] = {
+            "kind": kind,
+            "text": text,
+            "captured_at": captured,
+            "recorded_at": at if recorded_at is None else recorded_at,
+        }
+        if ingestion_key is not None:
+            request["ingestion_key"] = ingestion_key
+        if claim is not None:
+            request["claim"] = {"kind": "fact", "valid_from": captured, **claim}
+        result: dict[str, Any] = call("remember", request)
+        return result
+
+    @server.tool(
+        description="Search the memory: a bounded, ranked pack of cited items (claims, evidence, "
+        "sources) matching the query's words. Optionally as of a past moment (valid_at: what "
+        "was true then; as_known_at: what memory had recorded by then).",
+        annotations=read_only,
+    )
+    def search(
+        query: Annotated[str, Field(description="What to look for, in plain words.")],
+        limit: Limit = 10,
+        valid_at: UnixTime = None,
+        as_known_at: UnixTime = None,
+    ) -> dict[str, Any]:
+        request: dict[str, Any] = {"query": query, "limit": limit}
+        if valid_at is not None or as_known_at is not None:
+            at = now()
+            request["as_of"] = {
+                "valid_at": at if valid_at is None else valid_at,
+                "recorded_at": at if as_known_at is None else as_known_at,
+            }
+        result: dict[str, Any] = call("search", request)
+        return result
+
+    @server.tool(
+        description="Read one live memory by its id: a source, an evidence or a claim, with "
+        "its text and evidence ids.",
+        annotations=read_only,
+    )
+    def get(
+        kind: Annotated[Literal["source", "evidence", "claim"], Field(description="Its kind.")],
+        id: Id,
+    ) -> dict[str, Any]:
+        result: dict[str, Any] = call("get", {"target": {"kind": kind, "id": id}})
+        return result
+
+    @server.tool(
+        description="Correct a remembered claim: stores the user's correction as new evidence "
+        "and a new claim with the new value that supersedes the old one (history is kept)."
+    )
+    def correct(
+        claim_id: Id,
+        text: Annotated[str, Field(description="The correction as the user put it.")],
+        value: Annotated[str, Field(description="The claim's new value.")],
+        valid_at: UnixTime = None,
+        recorded_at: UnixTime = None,
+    ) -> dict[str, Any]:
+        at = now()
+        request = {
+            "claim_id": claim_id,
+            "text": text,
+            "value": value,
+            "valid_at": at if valid_at is None else valid_at,
+            "recorded_at": at if recorded_at is None else recorded_at,
+        }
+        result: dict[str, Any] = call("correct", request)
+        return result
+
+    @server.tool(
+        description="Forget a source: it, its evidence and the claims it alone supported "
+        "disappear from every read. Returns how many evidence items and claims went with it.",
+        annotations=ToolAnnotations(destructive_hint=True),
+    )
+    def delete(source_id: Id, deleted_at: UnixTime = None) -> dict[str, Any]:
+        request = {
+            "source_id": source_id,
+            "deleted_at": now() if deleted_at is None else deleted_at,
+        }
+        result: dict[str, Any] = call("delete", request)
+        return result
+
+    @server.tool(
+        description="Put a profile_fact claim into the person's profile (one current entry "
+        "per key). Returns the profile entry."
+    )
+    def profile(
+        claim_id: Id,
+        stability: Annotated[
+            Literal["current", "stable"],
+            Field(description="current (may change, e.g. employer) or stable (e.g. birthday)."),
+        ] = "current",
+        recorded_at: UnixTime = None,
+    ) -> dict[str, Any]:
+        request = {
+            "claim_id": claim_id,
+            "stability": stability,
+            "recorded_at": now() if recorded_at is None else recorded_at,
+        }
+        result: dict[str, Any] = call("profile", request)
+        return result
+
+    @server.tool(
+        description="List the person's live profile entries, newest first.",
+        annotations=read_only,
+    )
+    def profiles(limit: Limit = 10) -> dict[str, Any]:
+        return {"profiles": call("profiles", {"limit": limit})}
+
+    @server.tool(
+        description="List the latest cited daily reviews, newest day first.",
+        annotations=read_only,
+    )
+    def reviews(limit: Limit = 10) -> dict[str, Any]:
+        return {"reviews": call("reviews", {"limit": limit})}
+
+    @server.tool(
+        description="The memory block to read before answering: the best cited memories for "
+        "the query, the person's current profile and the latest daily reviews, as plain text "
+        "within max_bytes. Every line cites ids usable with `get`.",
+        annotations=read_only,
+        structured_output=False,
+    )
+    def context(
+        query: Annotated[str, Field(description="The user's message or topic.")],
+        max_bytes: Annotated[
+            int, Field(description="Size budget of the block in UTF-8 bytes.", ge=0)
+        ] = DEFAULT_MAX_BYTES,
+        limit: Limit = 10,
+    ) -> str:
+        try:
+            return build_context(
+                db, tenant_id, person_id, query, max_bytes=max_bytes, limit=limit
+            ).text
+        except ZkrError as exc:
+            raise ToolError(exc.message) from None
+
+    return server

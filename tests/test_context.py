@@ -1,0 +1,74 @@
+"""The context block (zkr.context): cited, sectioned, within its byte budget, read-only."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from tests.conftest import P, T, dump, remember
+from zkr import MemoryDb, RequestError
+from zkr.context import MIN_LINE_BYTES, build_context
+from zkr.model import ClaimKind, LimitRequest, ProfileRequest, ReviewRequest, Stability
+
+
+def _seed(db: MemoryDb) -> dict[str, str]:
+    job = remember(
+        db,
+        "I work at Acme as a welder",
+        claim=("user", "employer", "Acme"),
+        claim_kind=ClaimKind.PROFILE_FACT,
+        at=10,
+    )
+    db.profile(ProfileRequest(T, P, Stability.CURRENT, job.claim_id, 11))
+    long = remember(db, "welder notes " + "très long " * 400, at=12)
+    review = db.review(
+        ReviewRequest(T, P, "2026-11-30", "Talked about welding.", [job.evidence_id], 13)
+    )
+    return {"claim": job.claim_id, "long": long.source_id, "review": review}
+
+
+def test_sections_citations_and_order(db: MemoryDb, db_path: str) -> None:
+    ids = _seed(db)
+    before = dump(db_path)
+    context = build_context(db, T, P, "welder")
+    lines = context.text.splitlines()
+    assert lines[0] == "Memories matching 'welder' (zkr, cited):"
+    assert lines[1].startswith("- user employer Acme [claim " + ids["claim"] + "; evidence ")
+    assert lines[2].endswith(f"[source {ids['long']}; evidence {context.items[1].evidence_ids[0]}]")
+    assert "…" in lines[2] and len(lines[2].encode()) <= 1000  # a quarter of 4000 bytes
+    assert lines[3] == "Profile (current):"
+    assert lines[4] == f"- employer: Acme [current; claim {ids['claim']}]"
+    assert lines[5] == "Latest daily reviews:"
+    assert lines[6] == f"- 2026-11-30: Talked about welding. [review {ids['review']}]"
+    assert context.to_json()["bytes"] == len(context.text.encode())
+    assert dump(db_path) == before  # it only reads
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=0, max_value=3000))
+def test_the_budget_always_holds(db: MemoryDb, budget: int) -> None:
+    if not db.profiles(LimitRequest(T, P)):
+        _seed(db)
+    context = build_context(db, T, P, "welder Acme", max_bytes=budget)
+    assert len(context.text.encode()) <= budget
+    if budget >= 3 * MIN_LINE_BYTES:  # room for the best memory line at least
+        assert context.items
+    for line in context.text.splitlines():  # every taken line keeps its citation whole
+        assert not line.startswith("- ") or line.endswith("]")
+
+
+def test_no_match_blank_query_and_floor(db: MemoryDb) -> None:
+    _seed(db)
+    none = build_context(db, T, P, "zeppelin")
+    assert none.text.startswith("No cited memory matched the query.\nProfile (current):\n")
+    assert none.items == []
+    blank = build_context(db, T, P, "  ")
+    assert blank.text.startswith("Profile (current):")
+    floored = build_context(db, T, P, "welder", min_relevance_basis_points=10_000)
+    assert len(floored.items) == 1
+    assert build_context(db, T, P, "welder", review_limit=0).reviews == []
+    try:
+        build_context(db, T, P, "welder", max_bytes=-1)
+    except RequestError as exc:
+        assert exc.message == "max_bytes must not be negative"
+    else:
+        raise AssertionError("a negative budget must fail")

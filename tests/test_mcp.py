@@ -1,0 +1,243 @@
+"""``zkr mcp``: the official SDK's own client talks to a real ``zkr mcp`` subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from tests.conftest import cli
+from zkr import MemoryDb
+from zkr.model import LimitRequest, SearchRequest
+
+mcp = pytest.importorskip("mcp", reason="the MCP SDK is the optional extra zkr[mcp]")
+
+TOOLS = {
+    "remember",
+    "search",
+    "get",
+    "correct",
+    "delete",
+    "profile",
+    "profiles",
+    "reviews",
+    "context",
+}
+
+
+def _params(db_path: str, *flags: str) -> Any:
+    return mcp.StdioServerParameters(
+        command=sys.executable, args=["-m", "zkr", "mcp", "--db", db_path, *flags]
+    )
+
+
+def _ok(result: Any) -> Any:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+def _text(result: Any) -> str:
+    assert not result.is_error, result.content
+    (block,) = result.content
+    return str(block.text)
+
+
+def test_every_tool_over_stdio(db_path: str) -> None:
+    """List the tools, then answer each one, on the configured scope only."""
+
+    async def session() -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with mcp.Client(_params(db_path, "--tenant", "t1", "--person", "p1")) as client:
+            listed = (await client.list_tools()).tools
+            seen["tools"] = {tool.name: tool for tool in listed}
+            stored = _ok(
+                await client.call_tool(
+                    "remember",
+                    {
+                        "text": "I work at Acme as a welder",
+                        "claim": {
+                            "subject": "user",
+                            "predicate": "employer",
+                            "value": "Acme",
+                            "kind": "profile_fact",
+                        },
+                        "ingestion_key": "session-1/turn-1",
+                        "tenant_id": "intruder",  # not a parameter: the scope is the server's
+                    },
+                )
+            )
+            seen["stored"] = stored
+            again = _ok(
+                await client.call_tool(
+                    "remember",
+                    {
+                        "text": "I work at Acme as a welder",
+                        "ingestion_key": "session-1/turn-1",
+                        "claim": {
+                            "subject": "user",
+                            "predicate": "employer",
+                            "value": "Acme",
+                            "kind": "profile_fact",
+                        },
+                    },
+                )
+            )
+            seen["replayed"] = again
+            seen["search"] = _ok(await client.call_tool("search", {"query": "welder", "limit": 5}))
+            seen["get"] = _ok(
+                await client.call_tool("get", {"kind": "claim", "id": stored["claim_id"]})
+            )
+            seen["profile"] = _ok(
+                await client.call_tool("profile", {"claim_id": stored["claim_id"]})
+            )
+            seen["profiles"] = _ok(await client.call_tool("profiles", {}))
+            # a daily review written meanwhile by another process (the CLI)
+            review = {
+                "tenant_id": "t1",
+                "person_id": "p1",
+                "day": "2026-11-30",
+                "summary": "Talked about work at Acme.",
+                "evidence_ids": [stored["evidence_id"]],
+                "recorded_at": int(time.time()),
+            }
+            cli(db_path, "review", review).json()
+            seen["reviews"] = _ok(await client.call_tool("reviews", {"limit": 5}))
+            seen["context"] = _text(await client.call_tool("context", {"query": "where do I work"}))
+            seen["small"] = _text(
+                await client.call_tool("context", {"query": "where do I work", "max_bytes": 200})
+            )
+            corrected = _ok(
+                await client.call_tool(
+                    "correct",
+                    {
+                        "claim_id": stored["claim_id"],
+                        "text": "I moved to Globex",
+                        "value": "Globex",
+                    },
+                )
+            )
+            seen["corrected"] = corrected
+            seen["after"] = _ok(await client.call_tool("search", {"query": "Globex"}))
+            other = _ok(await client.call_tool("remember", {"text": "Lunch was ramen"}))
+            seen["deleted"] = _ok(
+                await client.call_tool("delete", {"source_id": other["source_id"]})
+            )
+            seen["missing"] = await client.call_tool("get", {"kind": "source", "id": "nope"})
+            seen["bad"] = await client.call_tool("search", {"query": "x", "limit": 0})
+        return seen
+
+    seen = asyncio.run(session())
+    tools = seen["tools"]
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        assert tool.description and len(tool.description) > 40, tool.name
+        schema = tool.input_schema
+        assert schema["type"] == "object"
+        assert not {"tenant_id", "person_id"} & set(schema.get("properties", {})), tool.name
+    assert set(tools["remember"].input_schema["required"]) == {"text"}
+    assert tools["search"].annotations.read_only_hint is True
+    assert tools["delete"].annotations.destructive_hint is True
+
+    stored = seen["stored"]
+    assert seen["replayed"] == stored
+    assert [i["memory"] for i in seen["search"]["items"]] == [
+        {"id": stored["claim_id"], "kind": "claim"}
+    ]
+    assert seen["get"]["excerpt"] == "user employer Acme"
+    assert seen["profile"]["key"] == "employer" and seen["profile"]["value"] == "Acme"
+    assert seen["profile"]["tenant_id"] == "t1"
+    assert [e["claim_id"] for e in seen["profiles"]["profiles"]] == [stored["claim_id"]]
+    assert [r["summary"] for r in seen["reviews"]["reviews"]] == ["Talked about work at Acme."]
+    context = seen["context"]
+    assert f"claim {stored['claim_id']}" in context
+    assert "- employer: Acme [current;" in context
+    assert "- 2026-11-30: Talked about work at Acme. [review " in context
+    assert len(seen["small"].encode()) <= 200
+    assert seen["corrected"]["superseded_claim_id"] == stored["claim_id"]
+    assert seen["after"]["items"][0]["memory"]["id"] == seen["corrected"]["claim_id"]
+    assert seen["deleted"]["evidence_count"] == 1
+    assert seen["missing"].is_error and "record not found" in seen["missing"].content[0].text
+    assert seen["bad"].is_error
+
+    with MemoryDb.open(db_path) as db:  # everything landed in the configured scope only
+        assert db.profiles(LimitRequest("intruder", "p1")) == []
+        assert db.search(SearchRequest("t1", "p1", "ramen")).items == []
+        assert db.search(SearchRequest("t1", "p1", "welder")).items == []  # corrected away
+        assert db.search(SearchRequest("t1", "p1", "Globex")).items
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_streamable_http_on_loopback(db_path: str) -> None:
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "mcp", "--db", db_path, "--http", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+    async def session() -> tuple[set[str], str]:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                async with mcp.Client(f"http://127.0.0.1:{port}/mcp") as client:
+                    names = {tool.name for tool in (await client.list_tools()).tools}
+                    await client.call_tool("remember", {"text": "The garage code is 4711"})
+                    text = _text(await client.call_tool("context", {"query": "garage code"}))
+                    return names, text
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                await asyncio.sleep(0.3)
+
+    try:
+        names, text = asyncio.run(session())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        assert proc.stderr is not None
+        proc.stderr.close()
+    assert names == TOOLS
+    assert "The garage code is 4711 [source " in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--host", "0.0.0.0"], "--host must be a loopback address"),
+        (["--tenant", " "], "--tenant must not be blank"),
+        (["--port", "70000"], "--port out of range: 70000"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_options_are_one_error(db_path: str, flags: list[str], message: str) -> None:
+    result = cli(None, argv=["mcp", "--db", db_path, *flags])
+    assert message in result.error()
+
+
+SCRIPT = """
+import io, json, sys
+from zkr.cli import run
+request = io.BytesIO(b'{"tenant_id": "t", "person_id": "p"}')
+run(["--db", sys.argv[1], "profiles"], request, io.StringIO(), io.StringIO())
+heavy = ("mcp", "pydantic", "anyio", "starlette", "uvicorn")
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in heavy or "mcp" in m)))
+"""
+
+
+def test_the_cli_never_imports_the_sdk(db_path: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, db_path], capture_output=True, check=True, timeout=60
+    )
+    assert json.loads(out.stdout) == []
