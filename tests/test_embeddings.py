@@ -440,6 +440,7 @@ def test_s22_replica_projections_are_missing(db: MemoryDb, tmp_path: Path) -> No
         assert replica.conn.execute("SELECT COUNT(*) FROM embeddings").fetchone() == (0,)
 
 
+@pytest.mark.shared
 def test_s23_migrated_v1_embeddings_are_stale(tmp_path: Path) -> None:
     """retrieval.md §12 item 23: legacy rows get target_revision 0 and created_at 0."""
     path = tmp_path / "v1.db"

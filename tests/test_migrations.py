@@ -7,6 +7,7 @@ independently of ``zkr.store.schema``) or copied from the golden fixture set in
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.machinery
 import importlib.util
@@ -238,7 +239,9 @@ def fresh(path: Path) -> sqlite3.Connection:
 # --------------------------------------------------------------------------- golden fixtures
 
 
+@functools.cache
 def _load_checker() -> ModuleType:
+    """The fixture set's own ``check`` script, loaded on first use (it lives in ../shared)."""
     loader = importlib.machinery.SourceFileLoader("migration_check", str(GOLDEN / "check"))
     spec = importlib.util.spec_from_loader("migration_check", loader)
     assert spec is not None
@@ -247,14 +250,15 @@ def _load_checker() -> ModuleType:
     return module
 
 
-CHECK = _load_checker()
 GOLDEN_NAMES = sorted(p.stem for p in (GOLDEN / "db").glob("*.db"))
 
 
+@pytest.mark.shared
 def test_golden_fixture_set_is_present() -> None:
     assert len(GOLDEN_NAMES) >= 40
 
 
+@pytest.mark.shared
 @pytest.mark.parametrize("name", GOLDEN_NAMES)
 def test_golden_fixture(name: str, tmp_path: Path) -> None:
     """Tables, columns, rows (feed events included) and refusals equal the reference's.
@@ -281,12 +285,16 @@ def test_golden_fixture(name: str, tmp_path: Path) -> None:
         return
     assert expected["outcome"] == "upgraded"
     known = set(
-        CHECK.ID.findall(json.dumps(CHECK.dump(fixture, readonly=True), ensure_ascii=False))
+        _load_checker().ID.findall(
+            json.dumps(_load_checker().dump(fixture, readonly=True), ensure_ascii=False)
+        )
     )
-    actual = CHECK.normalise({"outcome": "upgraded", **CHECK.dump(path), "exports": []}, known, {})
+    actual = _load_checker().normalise(
+        {"outcome": "upgraded", **_load_checker().dump(path), "exports": []}, known, {}
+    )
     for table in actual["tables"].values():
-        table["rows"].sort(key=CHECK.order)
-    assert CHECK.compare({**expected, "exports": []}, actual) == []
+        table["rows"].sort(key=_load_checker().order)
+    assert _load_checker().compare({**expected, "exports": []}, actual) == []
 
 
 # --------------------------------------------------------------------------- §1 versioning
@@ -353,6 +361,7 @@ def test_current_file_is_not_repaired(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- §2 fresh layout
 
 
+@pytest.mark.shared
 def test_empty_file_gets_the_whole_v10_layout(tmp_path: Path) -> None:
     """§5.2: a brand-new file is version 0 and ends at 10 with the §2 layout."""
     path = tmp_path / "new.db"
@@ -1234,11 +1243,12 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.shared
 def test_crash_mid_upgrade_leaves_the_old_file(tmp_path: Path) -> None:
     """A process killed inside the upgrade transaction leaves the file at its old version."""
     path = tmp_path / "crash.db"
     shutil.copyfile(GOLDEN / "db" / "v7_bootstrap_feed.db", path)
-    before = CHECK.dump(path)
+    before = _load_checker().dump(path)
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(path)], capture_output=True, timeout=120, check=False
     )
@@ -1248,7 +1258,7 @@ def test_crash_mid_upgrade_leaves_the_old_file(tmp_path: Path) -> None:
     conn = sqlite3.connect(path)  # the first reader rolls the hot journal back
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
-    assert CHECK.dump(path) == before
+    assert _load_checker().dump(path) == before
     assert before["user_version"] == 7
     zdb.connect(str(path)).close()
     assert version_of(path) == 10

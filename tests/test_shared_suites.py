@@ -4,7 +4,8 @@
 * ../shared/fixtures/migrations/check — historical database files and their upgrades;
 * ../shared/fixtures/sync/check — pages exported by the reference, applied here.
 
-They live beside the repository (as in CI); a missing ../shared is a failure, not a skip.
+They live beside the repository. Without ../shared they are skipped with a clear reason (a
+public clone); in CI (``CI`` set) a missing ../shared fails the run (tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import pytest
 from tests.conftest import SHARED
 
 ZKR = f"{sys.executable} -m zkr"
+
+pytestmark = pytest.mark.shared
 
 
 @pytest.mark.parametrize(

@@ -1605,7 +1605,7 @@ def _fixture_feed() -> ModuleType:
     return module
 
 
-@pytest.mark.skipif(not (SYNC_FIXTURES / "corrections").exists(), reason="shared fixtures missing")
+@pytest.mark.shared
 @pytest.mark.parametrize("name", ["corrections", "deletions"])
 def test_scenario_27_reference_pages_apply_here(name: str, replica: tuple[str, MemoryDb]) -> None:
     path, db = replica
@@ -1639,7 +1639,7 @@ def test_scenario_27_reference_pages_apply_here(name: str, replica: tuple[str, M
     assert ledger == {tuple(row) for row in expected["ledger"]}
 
 
-@pytest.mark.skipif(not (SYNC_FIXTURES / "feed.py").exists(), reason="shared fixtures missing")
+@pytest.mark.shared
 def test_scenario_27_our_pages_hash_identically(fixture_p: FixtureP) -> None:
     reference_feed = _fixture_feed()
     conn = sqlite3.connect(fixture_p.path)
