@@ -69,7 +69,7 @@ def test_db_help_does_not_create_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["help", "x"],
+        ["help", "x", "y"],
         ["--help", "extra"],
         ["--db", "x.db"],
         ["remember"],

@@ -111,6 +111,23 @@ COMMANDS: dict[str, tuple[str, Handler]] = {
         "materialize complete commits exported by another zkr database",
         lambda db, r: db.apply(model.ApplyRequest.from_json(r)),
     ),
+    "trace": (
+        "show a source, evidence or claim with its evidence, links, corrections, profile"
+        " entries and reviews",
+        lambda db, r: db.trace(model.TraceRequest.from_json(r)).to_json(),
+    ),
+    "lookup": (
+        "current (or as_of) claims for a subject and predicate, with citations",
+        lambda db, r: db.lookup(model.LookupRequest.from_json(r)),
+    ),
+    "browse": (
+        "page through sources and claims, newest recorded first, with filters",
+        lambda db, r: db.browse(model.BrowseRequest.from_json(r)),
+    ),
+    "settle": (
+        "move a pending or blocked claim to processed (or pending to blocked)",
+        lambda db, r: db.settle(model.SettleRequest.from_json(r)),
+    ),
 }
 
 
@@ -127,6 +144,8 @@ def help_text() -> str:
 
     lines = [
         "zkr --db PATH COMMAND",
+        "zkr help COMMAND    request fields and an example",
+        "zkr --version",
         "",
         "Each command reads one JSON object (at most 1 MiB) from stdin and writes one",
         'JSON value to stdout; errors are {"error":"MESSAGE"} on stderr, exit status 1.',
@@ -140,6 +159,17 @@ def help_text() -> str:
     lines += ["", "Servers (one process answers many requests; NAME --help for options):"]
     lines += [f"  {f'zkr {name} --db PATH':<21}{purpose}" for name, (_, purpose) in SERVERS.items()]
     return "\n".join(lines) + "\n"
+
+
+def _command_help(name: str, stdout: Any, stderr: Any) -> int:
+    """``zkr help NAME``: the command's request fields and one example (:mod:`zkr.clihelp`)."""
+    entry = COMMANDS.get(name)
+    if entry is None:
+        stderr.write(cli_dumps({"error": f"unknown command {_rust_debug(name)}"}) + "\n")
+        return 1
+    from zkr.clihelp import command_help
+
+    return respond(stdout, stderr, command_help(name, entry[0]))
 
 
 def _rust_debug(name: str) -> str:
@@ -185,6 +215,12 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         return server_main(argv[1:])
     if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
         return respond(stdout, stderr, help_text())
+    if len(argv) == 2 and argv[0] == "help":
+        return _command_help(argv[1], stdout, stderr)
+    if argv == ["--version"]:
+        from zkr import __version__
+
+        return respond(stdout, stderr, f"zkr {__version__} (schema 10, zkr 0.3.1 compatible)\n")
     if len(argv) != 3 or argv[0] != "--db":
         stderr.write(cli_dumps({"error": USAGE}) + "\n")
         return 1

@@ -15,10 +15,14 @@ import os
 import sqlite3
 from _thread import allocate_lock
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from zkr import model
+from zkr.errors import ZkrError
 from zkr.store import db
+
+if TYPE_CHECKING:
+    from zkr.scoped import ScopedMemory
 
 
 class MemoryDb:
@@ -40,7 +44,15 @@ class MemoryDb:
         name = os.fspath(path)
         return cls(db.connect(name), name)
 
+    def scope(self, tenant_id: str, person_id: str) -> ScopedMemory:
+        """A handle on one (tenant, person) scope whose calls default timestamps to now and
+        take enum values as plain strings (:class:`zkr.scoped.ScopedMemory`)."""
+        from zkr.scoped import ScopedMemory
+
+        return ScopedMemory(self, tenant_id, person_id)
+
     def close(self) -> None:
+        """Close the connection (waits for a call running in another thread)."""
         with self._lock:
             self.conn.close()
 
@@ -52,18 +64,62 @@ class MemoryDb:
 
     # -- write path (spec/lifecycle.md §3.1-3.2)
     def remember(self, req: model.RememberRequest) -> model.RememberResult:
+        """Store a source, its evidence and optionally a claim; an ``ingestion_key`` replay
+        returns the original ids (spec/lifecycle.md §3.1). Raises ``InvalidInput``/``NotFound``."""
         model.validate(req)
         from zkr.store import write
 
         with self._lock:
             return write.remember(self.conn, req)
 
-    def remember_many(self, reqs: Iterable[model.RememberRequest]) -> list[model.RememberResult]:
-        """Several ``remember`` requests in one transaction, all stored or none (library only;
-        each still appends its own feed commit). See :func:`zkr.store.write.remember_many`."""
+    @overload
+    def remember_many(
+        self, reqs: Iterable[model.RememberRequest], *, outcomes: Literal[False] = False
+    ) -> list[model.RememberResult]: ...
+
+    @overload
+    def remember_many(
+        self, reqs: Iterable[model.RememberRequest], *, outcomes: Literal[True]
+    ) -> list[model.RememberOutcome]: ...
+
+    @overload
+    def remember_many(
+        self, reqs: Iterable[model.RememberRequest], *, outcomes: bool
+    ) -> list[model.RememberResult] | list[model.RememberOutcome]: ...
+
+    def remember_many(
+        self, reqs: Iterable[model.RememberRequest], *, outcomes: bool = False
+    ) -> list[model.RememberResult] | list[model.RememberOutcome]:
+        """Several ``remember`` requests in one transaction (library only; each still appends
+        its own feed commit).
+
+        By default all are stored or none (:func:`zkr.store.write.remember_many`): the first
+        failure raises, its message prefixed with ``requests[INDEX]: ``. With
+        ``outcomes=True`` each request succeeds or fails alone and one
+        :class:`~zkr.model.RememberOutcome` per request says which (``stored``, ``replayed``,
+        ``deleted`` for a key whose memory was deleted, ``failed`` with the error), see
+        :func:`zkr.store.write.remember_each`.
+        """
         from zkr.store import write
 
         batch = list(reqs)  # an iterator would be used up by the checks
+        if outcomes:
+            checked: list[model.RememberRequest] = []
+            failed: dict[int, str] = {}
+            for index, req in enumerate(batch):
+                try:
+                    model.validate(req)
+                    checked.append(req)
+                except ZkrError as exc:
+                    failed[index] = exc.message
+            with self._lock:
+                done = iter(write.remember_each(self.conn, checked))
+            return [
+                model.RememberOutcome("failed", None, failed[index])
+                if index in failed
+                else next(done)
+                for index in range(len(batch))
+            ]
         for index, req in enumerate(batch):
             with write.at_request(index):
                 model.validate(req)
@@ -81,6 +137,7 @@ class MemoryDb:
             return write.ingested_times(self.conn, tenant_id, person_id, ingestion_key)
 
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
+        """The transcript locator of live evidence in scope, or ``None`` (lifecycle.md §3.2)."""
         model.validate(req)
         from zkr.store import write
 
@@ -89,6 +146,7 @@ class MemoryDb:
 
     # -- retrieval (spec/retrieval.md)
     def search(self, req: model.SearchRequest) -> model.RetrievalPack:
+        """A bounded, cited retrieval pack for ``req.query`` (spec/retrieval.md §2-7)."""
         model.validate(req)
         from zkr.store import retrieval
 
@@ -96,6 +154,7 @@ class MemoryDb:
             return retrieval.search(self.conn, req)
 
     def get(self, req: model.GetRequest) -> model.RetrievalItem:
+        """One live record as a cited item, relevance 10000; ``NotFound`` otherwise."""
         model.validate(req)
         from zkr.store import retrieval
 
@@ -104,6 +163,7 @@ class MemoryDb:
 
     # -- lifecycle (spec/lifecycle.md §3.3-3.11)
     def correct(self, req: model.CorrectRequest) -> model.CorrectResult:
+        """Supersede an accepted claim with a correction (spec/lifecycle.md §3.3)."""
         model.validate(req)
         from zkr.store import lifecycle
 
@@ -111,6 +171,7 @@ class MemoryDb:
             return lifecycle.correct(self.conn, req)
 
     def link(self, req: model.LinkRequest) -> None:
+        """Attach supporting or contradicting evidence to an accepted claim (§3.4)."""
         model.validate(req)
         from zkr.store import lifecycle
 
@@ -118,6 +179,7 @@ class MemoryDb:
             lifecycle.link(self.conn, req)
 
     def promote(self, req: model.ClaimTierRequest) -> str:
+        """Move a processed short_term claim to long_term; returns its id (§3.5)."""
         model.validate(req)
         from zkr.store import lifecycle
 
@@ -125,6 +187,7 @@ class MemoryDb:
             return lifecycle.promote(self.conn, req)
 
     def archive(self, req: model.ClaimTierRequest) -> str:
+        """Move a processed claim to the archive tier; returns its id (§3.6)."""
         model.validate(req)
         from zkr.store import lifecycle
 
@@ -132,6 +195,7 @@ class MemoryDb:
             return lifecycle.archive(self.conn, req)
 
     def delete(self, req: model.DeleteRequest) -> model.DeleteResult:
+        """Tombstone a source and retract the claims only it supported (§3.7)."""
         model.validate(req)
         from zkr.store import lifecycle
 
@@ -139,6 +203,7 @@ class MemoryDb:
             return lifecycle.delete(self.conn, req)
 
     def profile(self, req: model.ProfileRequest) -> model.ProfileEntry:
+        """Project a live profile_fact claim into the profile (spec/lifecycle.md §3.8)."""
         model.validate(req)
         from zkr.store import profiles
 
@@ -146,6 +211,7 @@ class MemoryDb:
             return profiles.profile(self.conn, req)
 
     def profiles(self, req: model.LimitRequest) -> list[model.ProfileEntry]:
+        """Live profile entries, newest first, bounded (§3.9)."""
         model.validate(req)
         from zkr.store import profiles
 
@@ -153,6 +219,7 @@ class MemoryDb:
             return profiles.profiles(self.conn, req)
 
     def review(self, req: model.ReviewRequest) -> str:
+        """Store a cited daily review; returns its id (§3.10)."""
         model.validate(req)
         from zkr.store import profiles
 
@@ -160,6 +227,7 @@ class MemoryDb:
             return profiles.review(self.conn, req)
 
     def reviews(self, req: model.LimitRequest) -> list[model.DailyReview]:
+        """Daily reviews, newest day first, bounded (§3.11)."""
         model.validate(req)
         from zkr.store import profiles
 
@@ -167,14 +235,53 @@ class MemoryDb:
             return profiles.reviews(self.conn, req)
 
     def repair(self, req: model.LimitRequest) -> int:
+        """Drain a bounded batch of the projection-repair outbox; returns the count (§3.12)."""
         model.validate(req)
         from zkr.store import repair
 
         with self._lock:
             return repair.repair(self.conn, req)
 
+    # -- seeing and steering memory (zkr's own commands, docs/inspect.md)
+    def trace(self, req: model.TraceRequest) -> model.Trace:
+        """A source, evidence or claim in scope and its neighbourhood: evidence, links,
+        correction chain, profile entries and reviews (:func:`zkr.store.inspect.trace`)."""
+        model.validate(req)
+        from zkr.store import inspect
+
+        with self._lock:
+            return inspect.trace(self.conn, req)
+
+    def lookup(self, req: model.LookupRequest) -> list[dict[str, Any]]:
+        """The live (or ``as_of``) claims for a subject and predicate, with their citations
+        (:func:`zkr.store.inspect.lookup`)."""
+        model.validate(req)
+        from zkr.store import inspect
+
+        with self._lock:
+            return inspect.lookup(self.conn, req)
+
+    def browse(self, req: model.BrowseRequest) -> dict[str, Any]:
+        """One page of the scope's sources and claims, newest recorded first
+        (:func:`zkr.store.inspect.browse`)."""
+        model.validate(req)
+        from zkr.store import inspect
+
+        with self._lock:
+            return inspect.browse(self.conn, req)
+
+    def settle(self, req: model.SettleRequest) -> dict[str, str]:
+        """Move a pending or blocked claim to processed (or pending to blocked), with a feed
+        commit replicas apply (:func:`zkr.store.settle.settle`)."""
+        model.validate(req)
+        from zkr.store import settle
+
+        with self._lock:
+            return settle.settle(self.conn, req)
+
     # -- embeddings (spec/retrieval.md §9-11)
     def projections(self, req: model.ProjectionsRequest) -> list[dict[str, Any]]:
+        """Missing or stale embedding inputs for a model/version (spec/retrieval.md §9)."""
         model.validate(req)
         from zkr.store import embeddings
 
@@ -182,6 +289,7 @@ class MemoryDb:
             return embeddings.projections(self.conn, req)
 
     def embed(self, req: model.EmbedRequest) -> dict[str, Any]:
+        """Store a caller-computed embedding of a live record (spec/retrieval.md §10)."""
         model.validate(req)
         from zkr.store import embeddings
 
@@ -190,6 +298,7 @@ class MemoryDb:
 
     # -- sync (spec/sync.md)
     def export(self, req: model.ExportRequest) -> dict[str, Any]:
+        """One page of the scope's commit feed (spec/sync.md §3)."""
         model.validate(req)
         from zkr.store import feed
 
@@ -197,6 +306,7 @@ class MemoryDb:
             return feed.export(self.conn, req)
 
     def apply(self, req: model.ApplyRequest) -> dict[str, int]:
+        """Materialise complete commits exported by another database (spec/sync.md §4)."""
         model.validate(req)
         from zkr.store import apply
 

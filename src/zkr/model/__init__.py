@@ -15,6 +15,7 @@ types. ``from zkr.model import SearchRequest`` and ``model.SearchRequest`` both 
 ``.profiles``          ``profile``/``profiles``, ``review``/``reviews``
 ``.embeddings``        ``projections`` / ``embed``
 ``.sync``              ``export`` / ``apply``
+``.inspect``           ``trace``, ``lookup``, ``browse``, ``settle`` (zkr's own commands)
 ``.checks``            :func:`validate`, the library-side request checks
 =====================  ========================================================================
 
@@ -52,6 +53,7 @@ _HOME: dict[str, str] = {
     "Locator": "remember",
     "RememberRequest": "remember",
     "RememberResult": "remember",
+    "RememberOutcome": "remember",
     "LocatorRequest": "remember",
     "QueryEmbedding": "retrieval",
     "AsOf": "retrieval",
@@ -77,6 +79,12 @@ _HOME: dict[str, str] = {
     "EmbedRequest": "embeddings",
     "ExportRequest": "sync",
     "ApplyRequest": "sync",
+    "TraceRequest": "inspect",
+    "Trace": "inspect",
+    "LookupRequest": "inspect",
+    "BrowseCursor": "inspect",
+    "BrowseRequest": "inspect",
+    "SettleRequest": "inspect",
     "validate": "checks",
 }
 
@@ -97,6 +105,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         EmbeddingInput as EmbeddingInput,
         EmbedRequest as EmbedRequest,
         ProjectionsRequest as ProjectionsRequest,
+    )
+    from zkr.model.inspect import (
+        BrowseCursor as BrowseCursor,
+        BrowseRequest as BrowseRequest,
+        LookupRequest as LookupRequest,
+        SettleRequest as SettleRequest,
+        Trace as Trace,
+        TraceRequest as TraceRequest,
     )
     from zkr.model.kinds import (
         ClaimKind as ClaimKind,
@@ -131,6 +147,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         ClaimInput as ClaimInput,
         Locator as Locator,
         LocatorRequest as LocatorRequest,
+        RememberOutcome as RememberOutcome,
         RememberRequest as RememberRequest,
         RememberResult as RememberResult,
     )

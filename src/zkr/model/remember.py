@@ -107,6 +107,26 @@ class RememberResult(NamedTuple):
         }
 
 
+class RememberOutcome(NamedTuple):
+    """What happened to one request of ``remember_many(..., outcomes=True)``.
+
+    ``status`` is ``stored``, ``replayed`` (same ingestion key and payload as before: the
+    original ids), ``deleted`` (the key's memory was deleted: skipped) or ``failed``
+    (``error`` holds the message); ``result`` is set for stored and replayed requests.
+    """
+
+    status: str
+    result: RememberResult | None
+    error: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "result": None if self.result is None else self.result.to_json(),
+            "error": self.error,
+        }
+
+
 class LocatorRequest(NamedTuple):
     tenant_id: str
     person_id: str

@@ -107,7 +107,7 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
             (req.claim_id, t, p),
         ).fetchone()
         if old is None:
-            raise NotFound()
+            raise superseded_error(conn, t, p, req.claim_id) or NotFound()
         subject, predicate, stored_kind, valid_from, recorded_from = old
         if req.valid_at <= valid_from or req.recorded_at <= recorded_from:
             raise InvalidInput(
@@ -194,6 +194,42 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
         )
         feed.append_commit(conn, t, p, req.recorded_at, records)
     return CorrectResult(capture.source_id, capture.evidence_id, claim_id, req.claim_id)
+
+
+def superseded_error(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, claim_id: str
+) -> InvalidInput | None:
+    """The error for correcting a claim that a correction already superseded, naming the claim
+    that replaced it (and the current end of the chain when that was corrected again).
+
+    The reference says ``record not found`` here (spec/lifecycle.md §3.3 "Not idempotent");
+    error texts are not part of the contract and this one says what to do instead. ``None``
+    when the claim is not a superseded claim in scope (then ``record not found`` stands).
+    """
+    row = conn.execute(
+        """
+        WITH RECURSIVE chain(id, depth) AS (
+          SELECT claim_id, 1 FROM corrections
+          WHERE superseded_claim_id = :id AND tenant_id = :t AND person_id = :p
+          UNION
+          SELECT k.claim_id, chain.depth + 1 FROM chain JOIN corrections k
+            ON k.superseded_claim_id = chain.id AND k.tenant_id = :t AND k.person_id = :p
+        )
+        SELECT (SELECT id FROM chain WHERE depth = 1 ORDER BY id LIMIT 1),
+               (SELECT chain.id FROM chain JOIN claims c ON c.id = chain.id
+                 WHERE c.status = 'accepted' ORDER BY chain.depth DESC, chain.id LIMIT 1)
+        """,
+        {"id": claim_id, "t": tenant_id, "p": person_id},
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None
+    direct, current = row
+    message = f"claim {claim_id} was superseded by claim {direct}"
+    if current is not None and current != direct:
+        message += f"; the current claim is {current}"
+    elif current is None:
+        message += "; no claim of that chain is current"
+    return InvalidInput(message + " (correct the current claim)")
 
 
 # --------------------------------------------------------------------------- link

@@ -20,6 +20,7 @@ from zkr.model import (
     Locator,
     LocatorRequest,
     Relation,
+    RememberOutcome,
     RememberRequest,
     RememberResult,
     SourceKind,
@@ -93,6 +94,47 @@ def remember_many(
             with at_request(index):
                 results.append(remember_in_tx(conn, req))
     return results
+
+
+def remember_each(
+    conn: sqlite3.Connection, reqs: Sequence[RememberRequest]
+) -> list[RememberOutcome]:
+    """``remember_many`` with one outcome per request instead of all-or-nothing.
+
+    Each request runs in its own savepoint of one shared transaction: a request that fails
+    (a bad field, a key whose memory was deleted, a payload conflict) is rolled back alone and
+    reported, and the others are stored. Outcomes (:class:`~zkr.model.RememberOutcome`):
+    ``stored``; ``replayed`` (the key was stored before with this payload: the original ids);
+    ``deleted`` (the key's memory was deleted: skipped, never re-ingested, spec/lifecycle.md
+    §3.1); ``failed`` (``error`` holds the CLI's message for that request).
+    """
+    outcomes: list[RememberOutcome] = []
+    with write_tx(conn):
+        for req in reqs:
+            replay = req.ingestion_key is not None and (
+                conn.execute(
+                    "SELECT 1 FROM sources WHERE tenant_id = ? AND person_id = ?"
+                    " AND ingestion_key = ?",
+                    (req.tenant_id, req.person_id, req.ingestion_key),
+                ).fetchone()
+                is not None
+            )
+            conn.execute("SAVEPOINT zkr_item")
+            try:
+                check_request(req)
+                result = remember_in_tx(conn, req)
+            except (ZkrError, sqlite3.Error) as exc:
+                conn.execute("ROLLBACK TO zkr_item")
+                conn.execute("RELEASE zkr_item")
+                if replay and isinstance(exc, NotFound):
+                    outcomes.append(RememberOutcome("deleted", None, str(exc)))
+                else:
+                    message = exc.message if isinstance(exc, ZkrError) else str(exc)
+                    outcomes.append(RememberOutcome("failed", None, message))
+                continue
+            conn.execute("RELEASE zkr_item")
+            outcomes.append(RememberOutcome("replayed" if replay else "stored", result, None))
+    return outcomes
 
 
 @contextmanager

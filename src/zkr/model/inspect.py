@@ -1,0 +1,153 @@
+"""Requests and results of the commands that let a host or a person see and steer memory:
+``trace``, ``lookup``, ``browse`` and ``settle`` (zkr's own commands, not the reference's;
+docs/inspect.md).
+"""
+
+from typing import Any, NamedTuple
+
+from zkr.codec import Fields
+from zkr.model.base import Target, scope_fields
+from zkr.model.kinds import ProcessingState
+from zkr.model.retrieval import AsOf
+
+
+class TraceRequest(NamedTuple):
+    """``trace``: one source, evidence or claim in scope and its neighbourhood."""
+
+    tenant_id: str
+    person_id: str
+    target: Target
+
+    @classmethod
+    def from_json(cls, value: Any) -> "TraceRequest":
+        f = Fields(value, "struct TraceRequest")
+        tenant, person = scope_fields(f)
+        return cls(tenant, person, Target.from_json(f.required("target")))
+
+
+class Trace(NamedTuple):
+    """The neighbourhood of a record, as plain JSON objects (shapes in docs/inspect.md).
+
+    ``sources``/``evidence``/``claims`` are the records (text of deleted ones is ``null``),
+    ``links`` the claim-evidence links between them, ``corrections`` the correction chain,
+    ``profile_entries`` and ``reviews`` what cites them. Lists are in id order except
+    ``corrections`` (oldest first).
+    """
+
+    target: Target
+    sources: list[dict[str, Any]]
+    evidence: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    links: list[dict[str, Any]]
+    corrections: list[dict[str, Any]]
+    profile_entries: list[dict[str, Any]]
+    reviews: list[dict[str, Any]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target.to_json(),
+            "sources": self.sources,
+            "evidence": self.evidence,
+            "claims": self.claims,
+            "links": self.links,
+            "corrections": self.corrections,
+            "profile_entries": self.profile_entries,
+            "reviews": self.reviews,
+        }
+
+
+class LookupRequest(NamedTuple):
+    """``lookup``: the current (or ``as_of``) claims for a subject and predicate."""
+
+    tenant_id: str
+    person_id: str
+    subject: str
+    predicate: str
+    as_of: AsOf | None = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> "LookupRequest":
+        f = Fields(value, "struct LookupRequest")
+        tenant, person = scope_fields(f)
+        as_of = f.opt_obj("as_of", "struct AsOf")
+        return cls(
+            tenant,
+            person,
+            subject=f.string("subject"),
+            predicate=f.string("predicate"),
+            as_of=None if as_of is None else AsOf.from_json(as_of),
+        )
+
+
+class BrowseCursor(NamedTuple):
+    """Where a ``browse`` page ended: the last item's recorded time, type and id."""
+
+    recorded_at: int
+    type: str
+    id: str
+
+    @classmethod
+    def from_json(cls, f: Fields) -> "BrowseCursor":
+        return cls(f.i64("recorded_at"), f.string("type"), f.string("id"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"recorded_at": self.recorded_at, "type": self.type, "id": self.id}
+
+
+class BrowseRequest(NamedTuple):
+    """``browse``: one page of the timeline of sources and claims, newest recorded first.
+
+    ``records`` is ``all``, ``sources`` or ``claims``; ``kind`` a source or claim kind;
+    ``tier``/``status``/``processing_state`` filter claims (and so list only claims);
+    ``before`` is the ``next`` cursor of the previous page.
+    """
+
+    tenant_id: str
+    person_id: str
+    limit: int = 20
+    records: str = "all"
+    kind: str | None = None
+    tier: str | None = None
+    status: str | None = None
+    processing_state: str | None = None
+    before: BrowseCursor | None = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> "BrowseRequest":
+        f = Fields(value, "struct BrowseRequest")
+        tenant, person = scope_fields(f)
+        before = f.opt_obj("before", "struct BrowseCursor")
+        return cls(
+            tenant,
+            person,
+            limit=f.u32_default("limit", 20),
+            records=f.opt_string("records") or "all",
+            kind=f.opt_string("kind"),
+            tier=f.opt_string("tier"),
+            status=f.opt_string("status"),
+            processing_state=f.opt_string("processing_state"),
+            before=None if before is None else BrowseCursor.from_json(before),
+        )
+
+
+class SettleRequest(NamedTuple):
+    """``settle``: move a pending or blocked claim to ``processed`` (or pending to
+    ``blocked``); ``recorded_at`` stamps the commit."""
+
+    tenant_id: str
+    person_id: str
+    claim_id: str
+    processing_state: ProcessingState
+    recorded_at: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> "SettleRequest":
+        f = Fields(value, "struct SettleRequest")
+        tenant, person = scope_fields(f)
+        return cls(
+            tenant,
+            person,
+            claim_id=f.string("claim_id"),
+            processing_state=f.enum("processing_state", ProcessingState),
+            recorded_at=f.i64("recorded_at"),
+        )

@@ -1,0 +1,355 @@
+"""``MemoryDb.scope(tenant, person)``: the library API for one person, with defaults.
+
+Every :class:`zkr.MemoryDb` method takes a full request: scope, every timestamp, enum members.
+:class:`ScopedMemory` fills those in, so agent code reads as what it means::
+
+    with MemoryDb.open("memory.db") as db:
+        sam = db.scope("acme", "sam")
+        sam.remember("Sam works at Acme",
+                     claim={"subject": "Sam", "predicate": "employer", "value": "Acme"})
+        hit = sam.search("where does Sam work").items[0]
+        sam.correct(hit.memory.id, "Globex", text="Sam moved to Globex")
+
+Defaults:
+
+* Timestamps (integer Unix seconds) default to now. Within one handle they never go back, and
+  the operations that must *advance* past earlier records (``correct``, ``delete``) step one
+  second past the handle's previous timestamp when called in the same second, so "store, then
+  correct" right away works. Explicit timestamps are used as given.
+* ``captured_at`` defaults to ``recorded_at``, a claim's ``valid_from`` to ``captured_at``.
+* Enum values may be given as plain strings (``kind="screen"``, ``tier="short_term"``); an
+  unknown value is a :class:`~zkr.errors.RequestError` naming the field.
+* A claim may be a :class:`~zkr.model.ClaimInput` or a mapping with ``subject``, ``predicate``,
+  ``value`` and optionally ``kind`` (default ``fact``), ``valid_from``, ``tier``,
+  ``processing_state``.
+
+Results are the same typed values :class:`~zkr.MemoryDb` returns; errors the same exceptions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from zkr import model
+from zkr.errors import RequestError
+
+if TYPE_CHECKING:
+    from zkr.memory import MemoryDb
+
+E = TypeVar("E", bound=StrEnum)
+
+
+def as_enum(cls: type[E], value: E | str, field: str) -> E:
+    """``value`` as a member of ``cls``; a plain string is looked up by its stored text."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        expected = ", ".join(f"`{member.value}`" for member in cls)
+        raise RequestError(
+            f"field `{field}`: unknown variant `{value}`, expected one of {expected}"
+        ) from None
+
+
+ClaimLike = model.ClaimInput | Mapping[str, Any]
+LocatorLike = model.Locator | Mapping[str, Any]
+
+
+class ScopedMemory:
+    """One (tenant, person) scope of an open :class:`~zkr.MemoryDb` (see the module doc)."""
+
+    def __init__(self, db: MemoryDb, tenant_id: str, person_id: str) -> None:
+        self.db = db
+        self.tenant_id = tenant_id
+        self.person_id = person_id
+        self._last = 0
+
+    # -- clock
+    def now(self) -> int:
+        """The current Unix second, never before this handle's previous timestamp."""
+        self._last = max(int(time.time()), self._last)
+        return self._last
+
+    def _advancing(self) -> int:
+        """A timestamp strictly after this handle's previous one (for correct/delete)."""
+        self._last = max(int(time.time()), self._last + 1)
+        return self._last
+
+    def _at(self, value: int | None, advancing: bool = False) -> int:
+        if value is None:
+            return self._advancing() if advancing else self.now()
+        self._last = max(self._last, value) if isinstance(value, int) else self._last
+        return value
+
+    # -- requests
+    def _claim(self, claim: ClaimLike, captured_at: int) -> model.ClaimInput:
+        if isinstance(claim, model.ClaimInput):
+            return claim
+        unknown = set(claim) - set(model.ClaimInput._fields)
+        if unknown:
+            raise RequestError(f"field `claim`: unknown field `{sorted(unknown)[0]}`")
+        for name in ("subject", "predicate", "value"):
+            if name not in claim:
+                raise RequestError(f"field `claim`: missing field `{name}`")
+        return model.ClaimInput(
+            subject=claim["subject"],
+            predicate=claim["predicate"],
+            value=claim["value"],
+            kind=as_enum(model.ClaimKind, claim.get("kind", "fact"), "claim.kind"),
+            valid_from=claim.get("valid_from", captured_at),
+            tier=as_enum(model.Tier, claim.get("tier", "long_term"), "claim.tier"),
+            processing_state=as_enum(
+                model.ProcessingState,
+                claim.get("processing_state", "processed"),
+                "claim.processing_state",
+            ),
+        )
+
+    def remember_request(
+        self,
+        text: str,
+        *,
+        kind: model.SourceKind | str = "conversation",
+        captured_at: int | None = None,
+        recorded_at: int | None = None,
+        ingestion_key: str | None = None,
+        claim: ClaimLike | None = None,
+        locator: LocatorLike | None = None,
+    ) -> model.RememberRequest:
+        """The full :class:`~zkr.model.RememberRequest` :meth:`remember` would send."""
+        recorded = self._at(recorded_at)
+        captured = recorded if captured_at is None else captured_at
+        loc = locator
+        if loc is not None and not isinstance(loc, model.Locator):
+            loc = model.Locator(**loc)
+        return model.RememberRequest(
+            self.tenant_id,
+            self.person_id,
+            as_enum(model.SourceKind, kind, "kind"),
+            text,
+            captured,
+            recorded,
+            ingestion_key,
+            None if claim is None else self._claim(claim, captured),
+            loc,
+        )
+
+    # -- write path
+    def remember(
+        self,
+        text: str,
+        *,
+        kind: model.SourceKind | str = "conversation",
+        captured_at: int | None = None,
+        recorded_at: int | None = None,
+        ingestion_key: str | None = None,
+        claim: ClaimLike | None = None,
+        locator: LocatorLike | None = None,
+    ) -> model.RememberResult:
+        """Store ``text`` (and optionally a claim it supports); see :meth:`MemoryDb.remember`."""
+        return self.db.remember(
+            self.remember_request(
+                text,
+                kind=kind,
+                captured_at=captured_at,
+                recorded_at=recorded_at,
+                ingestion_key=ingestion_key,
+                claim=claim,
+                locator=locator,
+            )
+        )
+
+    def remember_many(
+        self, requests: Iterable[model.RememberRequest], *, outcomes: bool = False
+    ) -> list[Any]:
+        """:meth:`MemoryDb.remember_many` for requests built with :meth:`remember_request`."""
+        return self.db.remember_many(requests, outcomes=outcomes)
+
+    def locator(self, evidence_id: str) -> model.Locator | None:
+        """The transcript locator of live evidence, or ``None``."""
+        return self.db.locator(model.LocatorRequest(self.tenant_id, self.person_id, evidence_id))
+
+    # -- retrieval
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        as_of: model.AsOf | tuple[int, int] | None = None,
+        query_embedding: model.QueryEmbedding | None = None,
+    ) -> model.RetrievalPack:
+        """A cited retrieval pack; ``as_of`` is ``(valid_at, recorded_at)``."""
+        return self.db.search(
+            model.SearchRequest(
+                self.tenant_id,
+                self.person_id,
+                query,
+                limit,
+                query_embedding,
+                None if as_of is None else model.AsOf(*as_of),
+            )
+        )
+
+    def get(self, kind: model.TargetKind | str, id: str) -> model.RetrievalItem:
+        """One live record as a cited item (``kind`` is source, evidence or claim)."""
+        target = model.Target(as_enum(model.TargetKind, kind, "target.kind"), id)
+        return self.db.get(model.GetRequest(self.tenant_id, self.person_id, target))
+
+    # -- lifecycle
+    def correct(
+        self,
+        claim_id: str,
+        value: str,
+        *,
+        text: str | None = None,
+        valid_at: int | None = None,
+        recorded_at: int | None = None,
+    ) -> model.CorrectResult:
+        """Supersede a claim with ``value``; ``text`` (the correction as said) defaults to
+        ``value``; both times default to one shared "now" that advances past earlier calls."""
+        recorded = self._at(recorded_at, advancing=True)
+        return self.db.correct(
+            model.CorrectRequest(
+                self.tenant_id,
+                self.person_id,
+                claim_id,
+                value if text is None else text,
+                value,
+                recorded if valid_at is None else valid_at,
+                recorded,
+            )
+        )
+
+    def link(
+        self,
+        claim_id: str,
+        evidence_id: str,
+        relation: model.Relation | str = "supports",
+        confidence_basis_points: int = 10_000,
+    ) -> None:
+        """Attach supporting (default) or contradicting evidence to a claim."""
+        self.db.link(
+            model.LinkRequest(
+                self.tenant_id,
+                self.person_id,
+                claim_id,
+                evidence_id,
+                as_enum(model.Relation, relation, "relation"),
+                confidence_basis_points,
+            )
+        )
+
+    def promote(self, claim_id: str, recorded_at: int | None = None) -> str:
+        """Move a processed short_term claim to long_term."""
+        request = model.ClaimTierRequest(
+            self.tenant_id, self.person_id, claim_id, self._at(recorded_at)
+        )
+        return self.db.promote(request)
+
+    def archive(self, claim_id: str, recorded_at: int | None = None) -> str:
+        """Move a processed claim to the archive tier."""
+        request = model.ClaimTierRequest(
+            self.tenant_id, self.person_id, claim_id, self._at(recorded_at)
+        )
+        return self.db.archive(request)
+
+    def delete(self, source_id: str, deleted_at: int | None = None) -> model.DeleteResult:
+        """Tombstone a source and retract what it alone supported."""
+        request = model.DeleteRequest(
+            self.tenant_id, self.person_id, source_id, self._at(deleted_at, advancing=True)
+        )
+        return self.db.delete(request)
+
+    def repair(self, limit: int = 100) -> int:
+        """Drain a bounded batch of the projection-repair outbox; returns the count handled."""
+        return self.db.repair(model.LimitRequest(self.tenant_id, self.person_id, limit))
+
+    # -- profiles and reviews
+    def profile(
+        self,
+        claim_id: str,
+        stability: model.Stability | str = "current",
+        recorded_at: int | None = None,
+    ) -> model.ProfileEntry:
+        """Project a live profile_fact claim into the profile."""
+        return self.db.profile(
+            model.ProfileRequest(
+                self.tenant_id,
+                self.person_id,
+                as_enum(model.Stability, stability, "stability"),
+                claim_id,
+                self._at(recorded_at),
+            )
+        )
+
+    def profiles(self, limit: int = 10) -> list[model.ProfileEntry]:
+        """Live profile entries, newest first."""
+        return self.db.profiles(model.LimitRequest(self.tenant_id, self.person_id, limit))
+
+    def review(
+        self,
+        day: str,
+        summary: str,
+        evidence_ids: list[str],
+        recorded_at: int | None = None,
+    ) -> str:
+        """Store a cited daily review; returns its id."""
+        return self.db.review(
+            model.ReviewRequest(
+                self.tenant_id, self.person_id, day, summary, evidence_ids, self._at(recorded_at)
+            )
+        )
+
+    def reviews(self, limit: int = 10) -> list[model.DailyReview]:
+        """Daily reviews, newest day first."""
+        return self.db.reviews(model.LimitRequest(self.tenant_id, self.person_id, limit))
+
+    # -- seeing and steering
+    def trace(self, kind: model.TargetKind | str, id: str) -> model.Trace:
+        """A record and its neighbourhood (:meth:`MemoryDb.trace`)."""
+        target = model.Target(as_enum(model.TargetKind, kind, "target.kind"), id)
+        return self.db.trace(model.TraceRequest(self.tenant_id, self.person_id, target))
+
+    def lookup(
+        self, subject: str, predicate: str, as_of: model.AsOf | tuple[int, int] | None = None
+    ) -> list[dict[str, Any]]:
+        """The current (or ``as_of``) claims for a subject and predicate."""
+        return self.db.lookup(
+            model.LookupRequest(
+                self.tenant_id,
+                self.person_id,
+                subject,
+                predicate,
+                None if as_of is None else model.AsOf(*as_of),
+            )
+        )
+
+    def browse(
+        self, limit: int = 20, before: model.BrowseCursor | None = None, **filters: str
+    ) -> dict[str, Any]:
+        """One timeline page; ``filters`` are ``records``, ``kind``, ``tier``, ``status``,
+        ``processing_state`` (see :class:`~zkr.model.BrowseRequest`)."""
+        return self.db.browse(
+            model.BrowseRequest(self.tenant_id, self.person_id, limit, before=before, **filters)
+        )
+
+    def settle(
+        self,
+        claim_id: str,
+        processing_state: model.ProcessingState | str = "processed",
+        recorded_at: int | None = None,
+    ) -> dict[str, str]:
+        """Move a pending or blocked claim to processed (default) or blocked."""
+        return self.db.settle(
+            model.SettleRequest(
+                self.tenant_id,
+                self.person_id,
+                claim_id,
+                as_enum(model.ProcessingState, processing_state, "processing_state"),
+                self._at(recorded_at),
+            )
+        )

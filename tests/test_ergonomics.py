@@ -1,0 +1,215 @@
+"""``zkr help COMMAND``, ``zkr --version``, the scoped library handle, remember_many's outcome
+mode, and the test suite's behaviour without ../shared (issue 15 item 8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import zkr
+from tests.conftest import REPO, cli, remember
+from zkr import MemoryDb
+from zkr.cli import COMMANDS
+from zkr.clihelp import HELP
+from zkr.errors import NotFound, RequestError
+from zkr.model import RememberRequest, SourceKind, Status, TargetKind
+
+# --------------------------------------------------------------------------- CLI help, version
+
+
+def test_every_command_has_help_with_an_example() -> None:
+    assert set(HELP) == set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help_command_shows_fields_and_an_example_that_decodes(name: str, tmp_path: Path) -> None:
+    result = cli(None, argv=["help", name])
+    assert result.code == 0, result.stderr
+    text = result.stdout
+    assert text.startswith(f"zkr --db PATH {name}: {COMMANDS[name][0][:20]}")
+    assert "Request:" in text and "Example:" in text and "Response:" in text
+    assert all(len(line) <= 80 for line in text.splitlines() if not line.startswith("  echo"))
+    example = text.split("echo '", 1)[1].split("' \\", 1)[0]
+    # The example is a well-formed request: running it fails, if at all, on a missing record
+    # or a placeholder, never on its shape.
+    run = cli(str(tmp_path / "x.db"), name, stdin=example.encode())
+    if run.code:
+        message = run.error()
+        assert "missing field" not in message and "unknown field" not in message, message
+        assert "invalid type" not in message and "unknown variant" not in message, message
+
+
+def test_help_of_an_unknown_command_is_the_unknown_command_error() -> None:
+    assert cli(None, argv=["help", "serch"]).error() == 'unknown command "serch"'
+
+
+def test_version() -> None:
+    result = cli(None, argv=["--version"])
+    assert (
+        result.code == 0
+        and result.stdout == f"zkr {zkr.__version__} (schema 10, zkr 0.3.1 compatible)\n"
+    )
+
+
+def test_general_help_mentions_help_command_and_version() -> None:
+    text = cli(None, argv=["--help"]).stdout
+    assert "zkr help COMMAND" in text and "zkr --version" in text
+    assert all(len(line) <= 80 for line in text.splitlines())
+
+
+# --------------------------------------------------------------------------- scoped handle
+
+
+def test_scope_defaults_times_to_now_and_takes_plain_strings(db: MemoryDb) -> None:
+    sam = db.scope("acme", "sam")
+    before = int(time.time())
+    stored = sam.remember(
+        "Sam works at Acme",
+        kind="screen",
+        claim={"subject": "Sam", "predicate": "employer", "value": "Acme"},
+    )
+    row = db.conn.execute(
+        "SELECT kind, captured_at, recorded_at FROM sources WHERE id = ?", (stored.source_id,)
+    ).fetchone()
+    assert row[0] == '"screen"' and before <= row[1] == row[2] <= int(time.time())
+    claim = db.conn.execute(
+        "SELECT kind, valid_from, tier FROM claims WHERE id = ?", (stored.claim_id,)
+    ).fetchone()
+    assert claim == ("fact", row[1], "long_term")
+    # correct right away (same second): the handle's clock advances past the claim
+    fixed = sam.correct(stored.claim_id or "", "Globex", text="Sam moved to Globex")
+    assert [i.excerpt for i in sam.search("Globex").items] == ["Sam employer Globex"]
+    assert sam.get("claim", fixed.claim_id).memory.kind is TargetKind.CLAIM
+    deleted = sam.delete(fixed.source_id)
+    assert deleted.claim_count == 1
+    # the scope is the handle's: another person sees nothing
+    assert db.scope("acme", "ana").search("Acme").items == []
+
+
+def test_scope_rejects_unknown_enum_strings_naming_the_field(db: MemoryDb) -> None:
+    sam = db.scope("acme", "sam")
+    with pytest.raises(RequestError, match="field `kind`: unknown variant `chat`"):
+        sam.remember("x", kind="chat")
+    with pytest.raises(RequestError, match=r"field `claim\.tier`"):
+        sam.remember("x", claim={"subject": "a", "predicate": "b", "value": "c", "tier": "x"})
+    with pytest.raises(RequestError, match="missing field `value`"):
+        sam.remember("x", claim={"subject": "a", "predicate": "b"})
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
+
+
+def test_scope_explicit_times_are_used_as_given(db: MemoryDb) -> None:
+    sam = db.scope("acme", "sam")
+    stored = sam.remember(
+        "Sam likes tea",
+        captured_at=5,
+        recorded_at=10,
+        claim={"subject": "Sam", "predicate": "drink", "value": "tea", "kind": "preference"},
+    )
+    row = db.conn.execute(
+        "SELECT valid_from, recorded_from, kind FROM claims WHERE id = ?", (stored.claim_id,)
+    ).fetchone()
+    assert row == (5, 10, "preference")
+    entry = sam.profile
+    assert callable(entry)
+
+
+# --------------------------------------------------------------------------- remember_many outcomes
+
+
+def _req(text: str, key: str | None, at: int = 10) -> RememberRequest:
+    return RememberRequest("t", "p", SourceKind.CONVERSATION, text, at, at, key)
+
+
+def test_remember_many_outcomes_skip_deleted_keys_and_keep_the_rest(db: MemoryDb) -> None:
+    first = db.remember(_req("one", "k1"))
+    db.remember(_req("two", "k2"))
+    db.delete(zkr.model.DeleteRequest("t", "p", first.source_id, 20))
+    outcomes = db.remember_many(
+        [
+            _req("one", "k1"),  # deleted earlier
+            _req("two", "k2"),  # replay
+            _req("three", "k3"),  # new
+            _req("two changed", "k2"),  # conflict
+            _req("   ", "k4"),  # blank text
+        ],
+        outcomes=True,
+    )
+    assert [o.status for o in outcomes] == ["deleted", "replayed", "stored", "failed", "failed"]
+    assert outcomes[0].error == "record not found" and outcomes[0].result is None
+    assert outcomes[3].error == "ingestion_key conflicts with different memory payload"
+    assert outcomes[4].error == "text must not be empty"
+    assert outcomes[2].result is not None
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (3,)
+    # the all-or-nothing mode still fails the whole batch
+    with pytest.raises(NotFound, match=r"requests\[0\]: record not found"):
+        db.remember_many([_req("one", "k1"), _req("five", "k5")])
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (3,)
+
+
+def test_remember_many_outcomes_type_errors_are_per_item(db: MemoryDb) -> None:
+    bad = _req("float", "kf")._replace(captured_at=1.5)  # type: ignore[arg-type]
+    outcomes = db.remember_many([bad, _req("fine", "ok")], outcomes=True)
+    assert [o.status for o in outcomes] == ["failed", "stored"]
+    assert "captured_at" in (outcomes[0].error or "")
+    assert outcomes[1].to_json()["status"] == "stored"
+
+
+def test_a_retracted_claim_status_is_unchanged_by_outcome_mode(db: MemoryDb) -> None:
+    stored = remember(db, "Sam works at Acme", claim=("Sam", "employer", "Acme"))
+    outcomes = db.remember_many([_req("Sam works at Acme", None)], outcomes=True)
+    assert outcomes[0].status == "stored"
+    status = db.conn.execute("SELECT status FROM claims WHERE id = ?", (stored.claim_id,))
+    assert status.fetchone() == (Status.ACCEPTED.value,)
+
+
+# ------------------------------------------------------------------------ tests without ../shared
+
+
+def _pytest_without_shared(tmp_path: Path, ci: str | None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env["ZKR_SHARED"] = str(tmp_path / "no-shared")
+    if ci is not None:
+        env["CI"] = ci
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_shared_suites.py",
+            "tests/test_migrations.py::test_golden_fixture_set_is_present",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+def test_without_shared_the_shared_suites_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    proc = _pytest_without_shared(tmp_path, None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("ssss ") and "SKIPPED [3]" in proc.stdout, proc.stdout
+    assert "../shared is missing" in proc.stdout and "always run in CI" in proc.stdout
+
+
+def test_in_ci_a_missing_shared_fails_the_run(tmp_path: Path) -> None:
+    proc = _pytest_without_shared(tmp_path, "true")
+    assert proc.returncode != 0
+    assert "CI run without ../shared" in proc.stdout + proc.stderr
+
+
+def test_json_help_examples_are_json() -> None:
+    for entry in HELP.values():
+        assert json.loads(json.dumps(entry.example)) == entry.example
