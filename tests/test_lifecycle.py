@@ -824,8 +824,13 @@ def test_correct_writes_and_feed(db: MemoryDb) -> None:
     assert last["records"][2]["record"]["valid_time"] == {"from": 10, "until": 15}
     assert last["records"][3]["record"]["id"] == fix.claim_id
     assert last["records"][0]["record"]["source"]["kind"] == "user_correction"
-    # Not idempotent: the old claim is no longer accepted.
-    expect_error(db, lambda: db.correct(correct_req(c.claim_id)), "record not found", NotFound)
+    # Not idempotent: the old claim is no longer accepted (zkr names its successor).
+    expect_error(
+        db,
+        lambda: db.correct(correct_req(c.claim_id)),
+        f"claim {c.claim_id} was superseded by claim {fix.claim_id} (correct the current claim)",
+        InvalidInput,
+    )
 
 
 def test_correct_keeps_other_links_on_the_old_claim(db: MemoryDb) -> None:
@@ -1230,7 +1235,9 @@ VALIDATION_CASES: list[Case] = [
      "correction text must not be empty"),
     ("correct", lambda d, w: d.correct(correct_req(w["claim"], value="\n")),
      "value must not be empty"),
-    ("correct", lambda d, w: d.correct(correct_req(w["superseded"])), "record not found"),
+    # zkr names the claim that superseded it (the reference: "record not found"; docs/inspect.md)
+    ("correct", lambda d, w: d.correct(correct_req(w["superseded"])),
+     "claim {superseded} was superseded by claim {fixed} (correct the current claim)"),
     ("correct", lambda d, w: d.correct(correct_req("nope")), "record not found"),
     ("correct", lambda d, w: d.correct(correct_req(w["foreign_claim"])), "record not found"),
     ("correct", lambda d, w: d.correct(correct_req(w["claim"], valid_at=10)),
