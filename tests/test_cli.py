@@ -33,6 +33,7 @@ COMMANDS = [
     "help",
 ]
 
+SEARCH_REQUEST = {"tenant_id": "t", "person_id": "p", "query": "x"}
 REMEMBER = {
     "tenant_id": "t1",
     "person_id": "p1",
@@ -83,11 +84,12 @@ def test_usage_errors(argv: list[str], tmp_path: Path) -> None:
     assert result.error() == "usage: zkr --db PATH COMMAND (use --help)"
 
 
-def test_unknown_command_creates_and_migrates_db_first(db_path: str) -> None:
+def test_unknown_command_never_touches_the_file(db_path: str) -> None:
+    """The command is checked before PATH is opened (issue 18, fault 4; the reference opens
+    first, docs/decisions-core.md)."""
     result = cli(None, argv=["--db", db_path, "frobnicate"])
     assert result.error() == 'unknown command "frobnicate"'
-    conn = sqlite3.connect(db_path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 10
+    assert not os.path.exists(db_path)
     quoted = cli(None, argv=["--db", db_path, '--he"lp'])
     assert quoted.error() == 'unknown command "--he\\"lp"'
     assert json.loads(quoted.stderr) == {"error": 'unknown command "--he\\"lp"'}
@@ -99,14 +101,14 @@ def test_db_path_flags_after_db_are_unknown_commands(db_path: str) -> None:
 
 def test_missing_parent_directory(tmp_path: Path) -> None:
     path = tmp_path / "no" / "such" / "dir.db"
-    message = cli(str(path), "search", {}).error()
+    message = cli(str(path), "search", SEARCH_REQUEST).error()
     assert message == f"unable to open database file: {path}"
 
 
 def test_not_a_database(tmp_path: Path) -> None:
     path = tmp_path / "junk.db"
     path.write_bytes(b"this is not sqlite at all" * 100)
-    assert cli(str(path), "search", {}).error() == "file is not a database"
+    assert cli(str(path), "search", SEARCH_REQUEST).error() == "file is not a database"
 
 
 def test_stdin_limit_boundary(db_path: str) -> None:
@@ -244,7 +246,7 @@ def test_newer_schema_is_refused_and_untouched(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     before = path.read_bytes()
-    message = cli(str(path), "search", {}).error()
+    message = cli(str(path), "search", SEARCH_REQUEST).error()
     assert message == "database schema version 11 is newer than supported version 10"
     assert path.read_bytes() == before
     assert not os.path.exists(str(path) + "-wal")

@@ -834,17 +834,31 @@ def test_validation_order_names_the_first_failing_check(tmp_path: Path) -> None:
     assert str(err.value) == legacy_message("evidence locator")
 
 
-@pytest.mark.parametrize("evidence_ids", ["not json", '["ex"]'])
+@pytest.mark.parametrize("evidence_ids", ["not json", '["ex"]', "[]", " [ ] "])
 def test_review_citing_unknown_evidence_is_refused(tmp_path: Path, evidence_ids: str) -> None:
+    """§4.3 as corrected: `[]` fails the legacy check too (the trigger lets it pass)."""
     path = tmp_path / "x.db"
     conn = legacy_file(path, 3)
     add_source(conn, A, "sa", "ea", 10)
     put(conn, "daily_reviews", id="r", tenant_id=A[0], person_id=A[1], day="d", summary="s",
         evidence_ids=evidence_ids, recorded_at=1)  # fmt: skip
     conn.close()
+    before = digest(path)
     with pytest.raises(InvalidInput) as err:
         migrated(path)
     assert str(err.value) == legacy_message("daily review")
+    assert digest(path) == before
+
+
+def test_review_citing_live_evidence_passes_the_legacy_check(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    conn = legacy_file(path, 3)
+    add_source(conn, A, "sa", "ea", 10)
+    put(conn, "daily_reviews", id="r", tenant_id=A[0], person_id=A[1], day="d", summary="s",
+        evidence_ids='["ea","ea"]', recorded_at=1)  # fmt: skip
+    conn.close()
+    migrated(path).close()
+    assert version_of(path) == 10
 
 
 def test_duplicate_ingestion_keys_fail_with_sqlite_text(tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """The ``zkr`` command line: grammar, framing and a dispatch table (spec/cli.md).
 
-``zkr --db PATH COMMAND`` opens (creating and migrating) PATH, reads one JSON request of at most
-1 MiB from stdin, runs the command through :class:`zkr.MemoryDb` and prints one compact JSON
-value with sorted keys. Any failure prints ``{"error": MESSAGE}`` on stderr and exits 1.
+``zkr --db PATH COMMAND`` checks COMMAND, reads one JSON request of at most 1 MiB from stdin,
+decodes and validates it, then opens (creating and migrating) PATH, runs the command through
+:class:`zkr.MemoryDb` and prints one compact JSON value with sorted keys.
+Any failure prints ``{"error": MESSAGE}`` on stderr and exits 1.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, BinaryIO
 
 from zkr import model
 from zkr.codec import cli_dumps, parse_json
-from zkr.errors import RequestError, ZkrError
+from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 
 REQUEST_LIMIT = 1_048_576
@@ -226,12 +227,15 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         return 1
     path, command = argv[1], argv[2]
     try:
-        database = MemoryDb.open(path)
+        # The command, then the request, are checked before PATH is touched: the file is opened
+        # (created, migrated) only by the handler's first database call, after the request was
+        # decoded and validated (docs/decisions-core.md; the reference opens first).
+        entry = COMMANDS.get(command)
+        if entry is None:
+            raise RequestError(f"unknown command {_rust_debug(command)}")
+        request = read_request(stdin)
+        database = MemoryDb.deferred(path)
         try:
-            entry = COMMANDS.get(command)
-            if entry is None:
-                raise RequestError(f"unknown command {_rust_debug(command)}")
-            request = read_request(stdin)
             result = entry[1](database, request)
         finally:
             database.close()
@@ -307,6 +311,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except Exception as exc:  # last resort: the contract forbids tracebacks
         sys.stderr.write(
-            cli_dumps({"error": f"internal error: {type(exc).__name__}: {exc}"}) + "\n"
+            cli_dumps({"error": bounded(f"internal error: {type(exc).__name__}: {exc}")}) + "\n"
         )
         return 1

@@ -3,15 +3,35 @@
 Every failure a caller can see is a :class:`ZkrError` whose ``str()`` is the exact message the
 CLI prints inside its ``{"error": MESSAGE}`` envelope (spec/cli.md §7). The subclasses only
 classify the failure; the message text is the contract.
+
+Messages echo input (ids, names, values), so every message is bounded here, in one place
+(:func:`bounded`): a 1,000,000-character id never becomes a 1 MB error line.
 """
 
 from __future__ import annotations
 
+ECHO_LIMIT = 200
+"""Characters kept from each end of an overlong message (issue 18, fault 5)."""
+
+
+def bounded(message: str) -> str:
+    """``message`` with its middle cut to ``…`` when longer than ``2 * ECHO_LIMIT + 1``.
+
+    Every fixed text zkr writes is far shorter than :data:`ECHO_LIMIT`, so only echoed input is
+    ever cut, and the message's start and end (where the fixed words are) survive: ``applied
+    source 0123…cdef conflicts with the stored source payload``.
+    """
+    if len(message) <= 2 * ECHO_LIMIT + 1:
+        return message
+    return f"{message[:ECHO_LIMIT]}…{message[-ECHO_LIMIT:]}"
+
 
 class ZkrError(Exception):
-    """Base class: ``str(err)`` is the message printed by the CLI error envelope."""
+    """Base class: ``str(err)`` is the message printed by the CLI error envelope (at most
+    401 characters, see :func:`bounded`)."""
 
     def __init__(self, message: str) -> None:
+        message = bounded(message)
         super().__init__(message)
         self.message = message
 

@@ -15,7 +15,8 @@ import os
 import sqlite3
 from _thread import allocate_lock
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Literal, overload
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from zkr import model
 from zkr.errors import ZkrError
@@ -23,6 +24,45 @@ from zkr.store import db
 
 if TYPE_CHECKING:
     from zkr.scoped import ScopedMemory
+
+
+class _CallGuard:
+    """Runs the library's calls one at a time, and lets nothing but a ``ZkrError`` out.
+
+    ``with guard:`` holds the lock for one call; a driver failure escaping it (a full disk, an
+    I/O error, a corrupted file, even outside a transaction) becomes a
+    :class:`~zkr.errors.StorageError` with SQLite's own words (:func:`zkr.store.db.storage_error`).
+    """
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = allocate_lock()
+
+    def __enter__(self) -> None:
+        self._lock.acquire()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._lock.release()
+        if isinstance(exc, db.DRIVER_ERRORS):
+            raise db.storage_error(exc) from None
+
+
+class _OpenOnUse:
+    """The connection of a deferred :class:`MemoryDb` before its file is open."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: MemoryDb) -> None:
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._owner._connect(), name)
 
 
 class MemoryDb:
@@ -33,16 +73,43 @@ class MemoryDb:
     (WAL mode, 5 s busy timeout).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: str) -> None:
-        self.conn = conn
+    def __init__(self, conn: sqlite3.Connection | None, path: str) -> None:
+        self._conn = conn
         self.path = path
-        self._lock = allocate_lock()
+        self._lock = _CallGuard()
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> MemoryDb:
         """Open ``path``, creating and migrating it to schema version 10 (spec/storage.md §1)."""
         name = os.fspath(path)
         return cls(db.connect(name), name)
+
+    @classmethod
+    def deferred(cls, path: str | os.PathLike[str]) -> MemoryDb:
+        """A handle that opens ``path`` on its first call, once that call's request is checked.
+
+        The CLI uses it so that a request that fails to decode or validate never creates,
+        migrates or switches a file (docs/decisions-core.md). Opening errors are then raised
+        by that first call.
+        """
+        return cls(None, os.fspath(path))
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        """The SQLite connection.
+
+        Until a :meth:`deferred` handle has opened its file this is a stand-in that opens it on
+        the first attribute the store touches, so a command's checks that need no database
+        (blank scope, empty text, a malformed apply batch) fail before the file is created.
+        """
+        if self._conn is None:
+            return cast(sqlite3.Connection, _OpenOnUse(self))
+        return self._conn
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self._conn = db.connect(self.path)
+        return self._conn
 
     def scope(self, tenant_id: str, person_id: str) -> ScopedMemory:
         """A handle on one (tenant, person) scope whose calls default timestamps to now and
@@ -54,7 +121,8 @@ class MemoryDb:
     def close(self) -> None:
         """Close the connection (waits for a call running in another thread)."""
         with self._lock:
-            self.conn.close()
+            if self._conn is not None:
+                self._conn.close()
 
     def __enter__(self) -> MemoryDb:
         return self

@@ -6,6 +6,12 @@ version 10 in one ``BEGIN IMMEDIATE`` transaction (a refused or failed upgrade l
 byte-for-byte untouched). Only after that does zkr switch the file to WAL so an agent, its
 plugin's queue worker and a sync job can share it (the reference opens WAL files normally).
 Every connection waits up to 5 s for a lock.
+
+Driver failures: every error the ``sqlite3`` module raises, including the
+``UnicodeDecodeError`` it raises when SQLite's own message is not UTF-8 (a corrupted file's
+``malformed database schema (…)`` names raw bytes), becomes a :class:`StorageError` carrying
+SQLite's words (:func:`storage_error`). A rollback is issued only while a transaction is open:
+after ``database or disk is full`` or ``disk I/O error`` SQLite has usually rolled back already.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from zkr.errors import StorageError, ZkrError
 
@@ -21,6 +27,34 @@ BUSY_TIMEOUT_S = 5.0
 CURRENT_VERSION = 10
 CACHE_KIB = 65_536
 MMAP_BYTES = 268_435_456
+
+DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeDecodeError)
+"""What the driver raises: its own errors, and a failure to decode SQLite's error message."""
+
+
+def storage_error(exc: Exception) -> StorageError:
+    """A driver failure (one of :data:`DRIVER_ERRORS`) as a :class:`StorageError`.
+
+    The message is SQLite's own (``database or disk is full``, ``disk I/O error``,
+    ``database disk image is malformed``). When the driver could not decode that message, the
+    undecodable bytes are shown as U+FFFD rather than lost.
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        raw = exc.object
+        return StorageError(bytes(raw).decode("utf-8", "replace"))
+    return StorageError(str(exc))
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any; a failing rollback never hides the first error.
+
+    SQLite ends the transaction itself on some errors (a full disk, an I/O error), and a
+    second ``ROLLBACK`` would then fail with ``cannot rollback - no transaction is active``.
+    """
+    if not conn.in_transaction:
+        return
+    with suppress(*DRIVER_ERRORS):  # the caller reports the original error
+        conn.execute("ROLLBACK")
 
 
 def _check_fts5(conn: sqlite3.Connection) -> None:
@@ -55,8 +89,8 @@ def connect(path: str) -> sqlite3.Connection:
             check_same_thread=False,
             uri=path.startswith("file:"),
         )
-    except sqlite3.Error as exc:
-        raise StorageError(f"{exc}: {path}") from None
+    except DRIVER_ERRORS as exc:
+        raise StorageError(f"{storage_error(exc)}: {path}") from None
     try:
         conn.execute("PRAGMA foreign_keys = ON")
         _check_fts5(conn)
@@ -70,9 +104,9 @@ def connect(path: str) -> sqlite3.Connection:
     except ZkrError:
         conn.close()
         raise
-    except sqlite3.Error as exc:
+    except DRIVER_ERRORS as exc:
         conn.close()
-        message = str(exc)
+        message = storage_error(exc).message
         if message == "unable to open database file":
             message = f"{message}: {path}"
         raise StorageError(message) from None
@@ -132,26 +166,27 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
 def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error.
 
-    SQLite errors become :class:`StorageError` carrying SQLite's own message (trigger
-    ``RAISE(ABORT, …)`` texts such as ``illegal memory state combination``).
+    Driver errors become :class:`StorageError` carrying SQLite's own message (trigger
+    ``RAISE(ABORT, …)`` texts such as ``illegal memory state combination``, ``database or disk
+    is full``).
     """
     try:
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        raise StorageError(str(exc)) from None
+    except DRIVER_ERRORS as exc:
+        raise storage_error(exc) from None
     try:
         yield conn
     except BaseException as exc:
-        conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise StorageError(str(exc)) from None
+        rollback(conn)
+        if isinstance(exc, DRIVER_ERRORS):
+            raise storage_error(exc) from None
         raise
     else:
         try:
             conn.execute("COMMIT")
-        except sqlite3.Error as exc:
-            conn.execute("ROLLBACK")
-            raise StorageError(str(exc)) from None
+        except DRIVER_ERRORS as exc:
+            rollback(conn)
+            raise storage_error(exc) from None
 
 
 @contextmanager
@@ -159,15 +194,18 @@ def read_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     """A deferred read transaction, so multi-query reads see one snapshot."""
     try:
         conn.execute("BEGIN")
-    except sqlite3.Error as exc:
-        raise StorageError(str(exc)) from None
+    except DRIVER_ERRORS as exc:
+        raise storage_error(exc) from None
     try:
         yield conn
-    except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
-        raise StorageError(str(exc)) from None
-    except BaseException:
-        conn.execute("ROLLBACK")
+    except BaseException as exc:
+        rollback(conn)
+        if isinstance(exc, DRIVER_ERRORS):
+            raise storage_error(exc) from None
         raise
     else:
-        conn.execute("COMMIT")
+        try:
+            conn.execute("COMMIT")
+        except DRIVER_ERRORS as exc:
+            rollback(conn)
+            raise storage_error(exc) from None

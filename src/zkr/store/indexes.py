@@ -67,7 +67,8 @@ def ensure_extra_indexes(conn: sqlite3.Connection) -> None:
         for sql in missing:
             conn.execute(sql)
     except sqlite3.Error as exc:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         if "readonly" in str(exc):
             return  # they only speed queries up: a file zkr may not write is read without them
         raise

@@ -20,6 +20,7 @@ from typing import Any
 from zkr.codec import canonical
 from zkr.errors import InvalidInput, SchemaTooNew, StorageError
 from zkr.store import feed, schema
+from zkr.store.db import DRIVER_ERRORS, rollback, storage_error
 
 CURRENT_VERSION = 10
 
@@ -36,7 +37,8 @@ def migrate(conn: sqlite3.Connection) -> None:
 
     ``conn`` must be in autocommit mode (``isolation_level=None``) with no open transaction.
 
-    Raises :class:`SchemaTooNew` for a ``user_version`` outside 0..10 (nothing is written),
+    Raises :class:`SchemaTooNew` for a ``user_version`` outside 0..10 and :class:`InvalidInput`
+    ``not a zkr database: …`` for an unversioned file holding other tables (nothing is written),
     :class:`InvalidInput` for the spec's named legacy-data failures, and
     :class:`StorageError` carrying SQLite's own text for raw errors (missing tables, duplicate
     ingestion keys, lock contention) and undecodable legacy rows. Every failure rolls back.
@@ -44,23 +46,26 @@ def migrate(conn: sqlite3.Connection) -> None:
     version = _user_version(conn)
     if version == CURRENT_VERSION:
         return
+    if version == 0:
+        _refuse_foreign(conn)  # before any lock or write: another application's file
     try:
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error as exc:
-        raise StorageError(str(exc)) from None
+    except DRIVER_ERRORS as exc:
+        raise storage_error(exc) from None
     try:
         # Re-read under the write lock: another connection may have upgraded the file between
         # the first read and BEGIN IMMEDIATE; its steps must not run a second time.
         version = _user_version(conn)
+        if version == 0:
+            _refuse_foreign(conn)
         if version != CURRENT_VERSION:
             _upgrade(conn, version)
             conn.execute(f"PRAGMA user_version = {CURRENT_VERSION}")
         conn.execute("COMMIT")
     except BaseException as exc:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            raise StorageError(str(exc)) from None
+        rollback(conn)
+        if isinstance(exc, DRIVER_ERRORS):
+            raise storage_error(exc) from None
         raise
 
 
@@ -74,6 +79,31 @@ def _user_version(conn: sqlite3.Connection) -> int:
             f"database schema version {version} is newer than supported version {CURRENT_VERSION}"
         )
     return version
+
+
+def _refuse_foreign(conn: sqlite3.Connection) -> None:
+    """Refuse an unversioned file holding tables zkr never created (issue 18, fault 4).
+
+    A ``user_version`` 0 file is either new, a pre-versioning zkr file (its tables are among
+    :data:`zkr.store.schema.HISTORICAL_TABLES`) or another application's database, which zkr
+    must leave byte-for-byte as it is rather than add its 22 tables to it. SQLite's own
+    ``sqlite_*`` tables and zkr's rebuildable ``zkr_*`` tables are allowed.
+    """
+    names = [
+        str(row[0])
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name"
+        )
+    ]
+    foreign = [
+        name
+        for name in names
+        if name not in schema.HISTORICAL_TABLES and not name.startswith(("sqlite_", "zkr_"))
+    ]
+    if foreign:
+        raise InvalidInput(
+            f"not a zkr database: it holds tables zkr never creates ({', '.join(foreign)})"
+        )
 
 
 def _upgrade(conn: sqlite3.Connection, version: int) -> None:

@@ -27,6 +27,34 @@ class Column:
         return f"ALTER TABLE {self.table} ADD COLUMN {self.name} {self.declaration}"
 
 
+# Every table any zkr release created (spec/storage.md §2.1, §4.2 v1-v10), with the FTS5 shadow
+# tables of source_fts. An unversioned file holding any other table is not a zkr file.
+HISTORICAL_TABLES: frozenset[str] = frozenset(
+    {
+        "sources",
+        "source_fts",
+        "source_fts_data",
+        "source_fts_idx",
+        "source_fts_content",
+        "source_fts_docsize",
+        "source_fts_config",
+        "evidence",
+        "claims",
+        "claim_evidence",
+        "daily_reviews",
+        "embeddings",
+        "evidence_locators",
+        "profile_entries",
+        "corrections",
+        "memory_commits",
+        "memory_export_events",
+        "memory_repair_outbox",
+        "memory_operations",
+        "memory_applied_records",
+    }
+)
+
+
 # --------------------------------------------------------------------------- trigger helpers
 
 
@@ -570,9 +598,12 @@ CORE_CHECKS: tuple[tuple[str, str], ...] = (
         _violation(
             "daily_reviews",
             "r",
-            "CASE WHEN json_valid(r.evidence_ids) THEN EXISTS (SELECT 1 FROM"
+            # §4.3 (corrected): the empty array `[]` fails too, unlike the review trigger.
+            "CASE WHEN NOT json_valid(r.evidence_ids) THEN 1"
+            " WHEN json_type(r.evidence_ids) = 'array' AND json_array_length(r.evidence_ids) = 0"
+            " THEN 1 ELSE EXISTS (SELECT 1 FROM"
             f" json_each(r.evidence_ids) AS cited WHERE {_missing('evidence', 'cited.value', 'r')})"
-            " ELSE 1 END",
+            " END",
         ),
     ),
 )
