@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 
 from zkr.cli import COMMANDS, REQUEST_LIMIT, _rust_debug, _write_all
 from zkr.codec import Fields, _describe, canonical, cli_dumps, parse_json
-from zkr.errors import RequestError, ZkrError
+from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 
 LINE_LIMIT = REQUEST_LIMIT + 65_536
@@ -116,7 +116,7 @@ def answer(database: MemoryDb, line: bytes) -> str:
     except ZkrError as exc:
         return cli_dumps({"error": exc.message, "id": request_id})
     except Exception as exc:  # last resort, as in the CLI: the server must go on
-        message = f"internal error: {type(exc).__name__}: {exc}"
+        message = bounded(f"internal error: {type(exc).__name__}: {exc}")
         return cli_dumps({"error": message, "id": request_id})
     return cli_dumps({"id": request_id, "ok": result})
 

@@ -21,8 +21,9 @@ Order of work:
    writes no commit. Finally one ``apply``/``success`` operation row is logged.
 
 Errors: :class:`~zkr.errors.RequestError` for parse failures, :class:`~zkr.errors.InvalidInput`
-with the exact messages of §4.2/§4.5, :class:`~zkr.errors.StorageError` for raw SQLite failures
-(an id colliding with another scope's row, §7). Any error rolls the whole batch back.
+with the exact messages of §4.2/§4.5 (and one message for a record whose id another scope
+holds, docs/decisions-sync.md), :class:`~zkr.errors.StorageError` for raw SQLite failures.
+Any error rolls the whole batch back.
 """
 
 from __future__ import annotations
@@ -253,6 +254,7 @@ class _Applier:
         self.loaded: frozenset[LedgerKey] = frozenset()
         self.present: set[tuple[str, str]] = set()
         self.absent: dict[str, set[str]] = {kind: set() for kind in _TABLES}
+        self.foreign: dict[str, set[str]] = {kind: set() for kind in _TABLES}
         self.handlers = {
             "source": self.source,
             "evidence": self.evidence,
@@ -281,14 +283,21 @@ class _Applier:
                     self.ledger.add((kind, record_id, digest))
         self.loaded = frozenset(self.ledger)
         # Ids of the batch's sources, evidence and claims that exist nowhere yet (ids are global
-        # primary keys): their handlers insert without reading first.
+        # primary keys): their handlers insert without reading first. Ids held by another
+        # scope's row are remembered too: such a record is refused when it would be inserted.
         for kind, table in _TABLES.items():
             wanted = sorted(ids.get(kind, ()))
             missing = set(wanted)
             for start in range(0, len(wanted), _CHUNK):
                 chunk = wanted[start : start + _CHUNK]
-                sql = f"SELECT id FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})"
-                missing.difference_update(row[0] for row in self.conn.execute(sql, chunk))
+                sql = (
+                    f"SELECT id, tenant_id = ? AND person_id = ? FROM {table}"
+                    f" WHERE id IN ({', '.join('?' * len(chunk))})"
+                )
+                for record_id, in_scope in self.conn.execute(sql, (*self.scope, *chunk)):
+                    missing.discard(record_id)
+                    if not in_scope:
+                        self.foreign[kind].add(record_id)
             self.absent[kind] = missing
 
     def apply_commit(self, commit: Commit) -> list[Event]:
@@ -360,6 +369,26 @@ class _Applier:
         if not self._exists(kind, record_id):
             raise InvalidInput(f"applied record references unknown {kind} {record_id}")
 
+    def _refuse_taken(self, kind: str, record_id: str) -> None:
+        """Refuse a new row whose id another scope's row holds (docs/decisions-sync.md).
+
+        Ids are global primary keys in the SQLite layout, so the record cannot be stored under
+        its authority's id. Every such refusal has the same message, whatever the kind or the
+        row behind it, and comes only where a fresh id would have been inserted: everything the
+        record is checked against first is checked the same way for a fresh id.
+        """
+        raise InvalidInput(
+            f"applied {kind} {record_id} is refused: its id is already taken in this database"
+        )
+
+    def _taken(self, table: str, record_id: str) -> bool:
+        """Whether a row of another scope holds ``record_id`` (profile entries, reviews)."""
+        row = self.conn.execute(
+            f"SELECT 1 FROM {table} WHERE id = ? AND NOT (tenant_id = ? AND person_id = ?)",
+            (record_id, *self.scope),
+        ).fetchone()
+        return row is not None
+
     def _enqueue_repair(self, target_kind: str, target_id: str) -> None:
         """A projection-repair outbox row, reason ``apply_sync``, created at ``applied_at``."""
         self.conn.execute(
@@ -389,6 +418,8 @@ class _Applier:
             " FROM sources WHERE id = ? AND tenant_id = ? AND person_id = ?",
         )
         if row is None:
+            if sid in self.foreign["source"]:
+                self._refuse_taken("source", sid)
             # Origins stay NULL until pass 3 (the source_origin_scope trigger needs them stored).
             self.conn.execute(
                 "INSERT INTO sources (id, tenant_id, person_id, revision, kind, content,"
@@ -475,6 +506,8 @@ class _Applier:
             " WHERE id = ? AND tenant_id = ? AND person_id = ?",
         )
         if row is None:
+            if eid in self.foreign["evidence"]:
+                self._refuse_taken("evidence", eid)
             self.conn.execute(
                 "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision,"
                 " quote, recorded_at, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -551,6 +584,8 @@ class _Applier:
         if row is None:
             if invalid:
                 raise InvalidInput("applied claim carries an invalid time interval")
+            if cid in self.foreign["claim"]:
+                self._refuse_taken("claim", cid)
             self.conn.execute(
                 "INSERT INTO claims (id, tenant_id, person_id, subject, predicate, value,"
                 " valid_from, valid_until, recorded_from, recorded_until, status, tier,"
@@ -645,6 +680,8 @@ class _Applier:
         mismatch = InvalidInput(f"applied profile entry {pid} does not match its backing claim")
         if tuple(backing) != ("profile_fact", body["key"], body["value"]):
             raise mismatch
+        if self._taken("profile_entries", pid):
+            self._refuse_taken("profile", pid)
         # Last writer wins (§7): the key's other entry goes, this one is upserted by id.
         self.conn.execute(
             "DELETE FROM profile_entries WHERE tenant_id = ? AND person_id = ? AND key = ?"
@@ -692,6 +729,8 @@ class _Applier:
             if tuple(row) != wanted:
                 raise InvalidInput(f"applied daily review {rid} conflicts with the stored review")
             return
+        if self._taken("daily_reviews", rid):
+            self._refuse_taken("daily_review", rid)
         self.conn.execute(
             "INSERT INTO daily_reviews (id, tenant_id, person_id, day, summary, evidence_ids,"
             " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
