@@ -166,7 +166,7 @@ def _command_help(name: str, stdout: Any, stderr: Any) -> int:
     """``zkr help NAME``: the command's request fields and one example (:mod:`zkr.clihelp`)."""
     entry = COMMANDS.get(name)
     if entry is None:
-        stderr.write(cli_dumps({"error": f"unknown command {_rust_debug(name)}"}) + "\n")
+        stderr.write(cli_dumps({"error": bounded(f"unknown command {_rust_debug(name)}")}) + "\n")
         return 1
     from zkr.clihelp import command_help
 
