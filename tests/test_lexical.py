@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import regex
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
@@ -31,130 +30,39 @@ from zkr.model import (
     Tier,
 )
 from zkr.store import lexical
-from zkr.store.lexical import (
-    MAX_TERMS,
-    STOP_WORDS,
-    match_stem,
-    phrase_expression,
-    plan_query,
-    query_terms,
-    token_expression,
-)
+from zkr.store.terms import document_terms, query_terms
 
 
 def ids(db: MemoryDb, query: str, limit: int = 10, t: str = T, p: str = P) -> list[str]:
     return [item.memory.id for item in db.search(SearchRequest(t, p, query, limit)).items]
 
 
-# --------------------------------------------------------------------------- expressions
-
-
-def test_phrase_expression_doubles_quotes() -> None:
-    assert phrase_expression('say "hi" now') == '"say ""hi"" now"'
-    assert phrase_expression("?!") == '"?!"'
-
-
-def test_token_expression_is_the_reference_one() -> None:
-    """spec/retrieval.md §3.2 examples."""
-    assert token_expression("What's Alice's project?") == '"What" OR "s" OR "Alice" OR "project"'
-    assert token_expression("Acme ACME acme") is None
-    assert token_expression("marigold") is None
-
-
-def test_term_cap_is_32() -> None:
-    words = [f"term{i}" for i in range(1000)]
-    assert query_terms(" ".join(words)) == words[:MAX_TERMS]
-    # the reference's 32 distinct terms, stop words included, bound what can match
-    mixed = " ".join(f"the term{i}" for i in range(100))
-    plan = plan_query(mixed)
-    assert plan.required == tuple(f'"term{i}"' for i in range(MAX_TERMS - 1))
-    assert plan.ranking == plan.required
-    assert plan.fallback == ('"the"',)
-
-
-def test_terms_use_unicode_alphabetic_including_combining_marks() -> None:
-    # U+093E (Devanagari vowel sign AA) is Other_Alphabetic: part of the term, although
-    # Python's str.isalnum() rejects it; U+094D (virama) and U+0308 are not Alphabetic.
-    assert not "का".isalnum()
-    assert query_terms("का") == ["का"]
-    assert query_terms("हिन्दी") == ["हिन", "दी"]
-    assert query_terms("hi\u0308 there") == ["hi", "there"]
-    assert query_terms("Ⅻ ½ x²") == ["Ⅻ", "½", "x²"]
-    assert query_terms("Café CAFÉ café") == ["Café"]
-
-
-@pytest.mark.parametrize(
-    ("term", "stem"),
-    [
-        ("painting", "paint"),
-        ("Painted", "paint"),
-        ("studies", "stud"),
-        ("cats", "cats"),  # "cat" would be shorter than four letters: the word is the prefix
-        ("Lisbon", "lisbon"),
-        ("café", "café"),
-        ("go", None),
-        ("2023", None),
-        ("x2", None),
-    ],
-)
-def test_match_stem(term: str, stem: str | None) -> None:
-    assert match_stem(term) == stem
-
-
-def test_plan_sets_stop_words_aside() -> None:
-    plan = plan_query("When did Melanie paint a sunrise?")
-    assert plan.required == ('"Melanie"', '"paint"', '"sunrise"')
-    assert plan.ranking == ('"melani" *', '"paint" *', '"sunris" *')
-    assert plan.fallback == ('"When"', '"did"', '"a"')
-    assert plan.expression() == (
-        '("Melanie" OR "paint" OR "sunrise") AND ("melani" * OR "paint" * OR "sunris" *)'
-    )
-    assert plan.expression(['"paint" *']) == '("Melanie" OR "paint" OR "sunrise") AND ("paint" *)'
-    assert all(word == word.lower() for word in STOP_WORDS)
-
-
-def test_plan_of_stop_words_only_and_repeated_word() -> None:
-    assert plan_query("what is it") == lexical.QueryPlan(('"what"', '"is"', '"it"'), (), ())
-    assert plan_query("what is it").expression() == '"what" OR "is" OR "it"'
-    repeated = lexical.QueryPlan(('"alice alice ALICE"',), (), ())
-    assert plan_query("alice alice ALICE") == repeated
-    assert plan_query("?!") == lexical.QueryPlan((), (), ())
-    # "paint" and "painting" are both required, and share one ranked stem
-    plan = plan_query("paint painting PAINTS")
-    assert plan.required == ('"paint"', '"painting"', '"PAINTS"')
-    assert plan.ranking == ('"paint" *',)
-
-
 def test_user_fts_syntax_is_plain_text(db: MemoryDb) -> None:
     remember(db, "NEAR the col umn")
     for query in ['"', "NEAR(a b)", "a OR", "*", "col:umn ^x", "AND", '"quoted" "x', "x*"]:
         db.search(SearchRequest(T, P, query))
+    assert ids(db, "col:umn") != []
 
 
-# --------------------------------------------------------------------------- behaviour
-
-
-def test_stems_rank_inflections_but_never_add_matches(db: MemoryDb) -> None:
+def test_stems_match_inflections(db: MemoryDb) -> None:
     fixed = remember(db, "Sam fixed the garden fence", at=1).source_id
     painted = remember(db, "Sam painted the garden fence", at=2).source_id
     lived = remember(db, "Sam lived in Porto", at=3).source_id
     lives = remember(db, "Sam lives in Lisbon", at=4).source_id
     assert ids(db, "who paints the fence")[:2] == [painted, fixed]
-    assert ids(db, "paints") == []  # the reference matches words exactly
-    assert ids(db, "lives") == [lives]
+    assert ids(db, "paints") == [painted]
+    assert set(ids(db, "lives")) == {lives, lived}
     assert set(ids(db, "where Sam lives")) == {fixed, painted, lived, lives}
-    assert ids(db, "where Sam lives")[0] == lives
+    assert set(ids(db, "where Sam lives")[:2]) == {lives, lived}
 
 
-def test_stop_words_do_not_outrank_content_words(db: MemoryDb) -> None:
-    filler = [
-        remember(db, f"what did you do at the {i} and then the other").source_id for i in range(5)
-    ]
+def test_stop_words_never_make_a_match(db: MemoryDb) -> None:
+    for i in range(5):
+        remember(db, f"what did you do at the {i} and then the other")
     target = remember(db, "robotics club meets on Friday").source_id
-    got = ids(db, "what did you do at the robotics club", limit=10)
-    assert got[0] == target
-    # sources matching only stop words still come back (the reference's match set), after
-    assert set(got) == {target, *filler}
+    assert ids(db, "what did you do at the robotics club") == [target]
+    pack = db.search(SearchRequest(T, P, "what is it"))
+    assert pack.items == [] and pack.gaps == ["no cited memory matched"]
 
 
 def test_neighbouring_turn_is_lifted(db: MemoryDb) -> None:
@@ -185,7 +93,8 @@ def test_windowed_scoring_still_finds_rare_old_words(
     monkeypatch.setattr(lexical, "RARE_DOCS", 2)
     old = remember(db, "the marigold launch code", at=1).source_id
     for i in range(40):
-        remember(db, f"launch checklist item {i}", at=2 + i)
+        word = "launch" if i % 3 == 0 else "review"
+        remember(db, f"{word} checklist item {i} {'spare ' * (i % 3)}", at=2 + i)
     got = ids(db, "marigold launch", limit=3)
     assert got[0] == old
     assert len(got) == 3
@@ -284,19 +193,17 @@ def _build(
             pass
 
 
-_WORD = regex.compile(r"[\p{Alphabetic}\p{N}]+")
+def _match_terms(docs: list[set[str]], query: str) -> set[str]:
+    """The terms a document must hold (lexical.py docstring, step 2), counted in Python."""
+    terms, _ = query_terms(query)
+    df = {term: sum(term in doc for doc in docs) for term in terms}
+    n = sum(1 for doc in docs if doc)
 
+    def common(term: str) -> bool:
+        return n >= lexical.COMMON_MIN_DOCS and 2 * df[term] >= n
 
-def _matches(content: str, query: str) -> bool:
-    """spec/retrieval.md §3.2 without FTS: the source holds one of the query's first 32
-    distinct words (case-insensitively), or, for one word repeated, that run of words."""
-    sequence = [w.lower() for w in _WORD.findall(content)]
-    pieces = [w.lower() for w in _WORD.findall(query)]
-    if len(set(pieces)) == 1 and len(pieces) > 1:
-        n = len(pieces)
-        return any(sequence[i : i + n] == pieces for i in range(len(sequence)))
-    first = list(dict.fromkeys(pieces))[:MAX_TERMS]
-    return bool(set(sequence) & set(first))
+    rare = [term for term in terms if not common(term)]
+    return {term for term in rare if df[term] > 0} if rare else set(terms)
 
 
 def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) -> set[Target]:
@@ -305,6 +212,11 @@ def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) ->
     try:
         sources = conn.execute(
             "SELECT id, content, captured_at, recorded_at, deleted_at FROM sources"
+            " WHERE tenant_id = ? AND person_id = ?",
+            (t, p),
+        ).fetchall()
+        claim_texts = conn.execute(
+            "SELECT id, subject || ' ' || predicate || ' ' || value FROM claims"
             " WHERE tenant_id = ? AND person_id = ?",
             (t, p),
         ).fetchall()
@@ -352,9 +264,39 @@ def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) ->
             and (c[6] is None or c[6] > r)
         )
 
+    source_terms = {
+        sid: set(document_terms(content)) for sid, content, _, _, deleted in sources if not deleted
+    }
+    claim_terms = {cid: set(document_terms(text)) for cid, text in claim_texts}
+    wanted = _match_terms([*source_terms.values(), *claim_terms.values()], query)
+
+    def citable(cid: str) -> bool:
+        by_id = {s[0]: s for s in sources}
+        for claim_id, eid, rel in links:
+            if claim_id != cid or rel != '"supports"':
+                continue
+            for e in evidence:
+                src = by_id.get(e[1])
+                if e[0] != eid or e[3] is not None or src is None or src[4] is not None:
+                    continue
+                if as_of is None or (
+                    e[2] <= as_of.recorded_at
+                    and src[2] <= as_of.valid_at
+                    and src[3] <= as_of.recorded_at
+                ):
+                    return True
+        return False
+
     out: set[Target] = set()
-    for sid, content, captured, recorded, deleted in sources:
-        if deleted is not None or not _matches(content, query):
+    for cid, terms in claim_terms.items():
+        if not terms & wanted or not citable(cid):
+            continue
+        if as_of is None and live_claim(cid):
+            out.add(Target(TargetKind.CLAIM, cid))
+        if as_of is not None and visible_claim(cid, as_of.valid_at, as_of.recorded_at):
+            out.add(Target(TargetKind.CLAIM, cid))
+    for sid, _content, captured, recorded, deleted in sources:
+        if deleted is not None or not source_terms[sid] & wanted:
             continue
         if as_of is not None and (captured > as_of.valid_at or recorded > as_of.recorded_at):
             continue
@@ -422,8 +364,7 @@ def test_eligible_set_matches_slow_implementation(
                 event(f"{'as_of' if as_of else 'live'}: {sorted({m.kind.value for m in got})}")
                 assert all(len(item.evidence_ids) == 1 for item in pack.items)
                 points = [item.relevance_basis_points for item in pack.items]
-                assert all(0 <= x <= 10_000 for x in points)
-                assert points == sorted(points, reverse=True)
+                assert all(0 < x <= 10_000 for x in points)
                 # deterministic
                 again = w.db.search(SearchRequest(t, p, query, 100, None, as_of))
                 assert [item.memory for item in again.items] == got

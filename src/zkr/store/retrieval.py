@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from zkr.errors import NotFound
+from zkr.errors import NotFound, StorageError
 from zkr.model import (
     NO_MATCH_GAP,
     AsOf,
@@ -31,7 +31,8 @@ from zkr.store.eligibility import (
     SOURCE_CITATION,
     VISIBLE_CLAIM,
 )
-from zkr.store.lexical import lexical_ranking
+from zkr.store.lexical import lexical_search
+from zkr.store.search_index import ensure_current
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 
 FULL_RELEVANCE = 10_000
@@ -47,18 +48,28 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     limit = bounded_limit(req.limit)
     # The lexical budget is 4 x limit for fusion; alone, only its first `limit` ranks count.
     cut = 4 * limit if req.query_embedding is not None and req.as_of is None else limit
+    try:
+        ensure_current(conn)  # the search index reflects every committed write
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from None
     with read_tx(conn):
-        lexical = lexical_ranking(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
-        lanes = [list(enumerate(lexical))]
-        if req.query_embedding is not None and req.as_of is None:
-            from zkr.store import embeddings
+        ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
+        if req.query_embedding is None or req.as_of is not None:
+            items = [
+                materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
+                for target, points in ranked[:limit]
+            ]
+            return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
+        from zkr.store import embeddings
 
-            # (rank, target) pairs: the dense lane returns only the ranks fusion can use.
-            lanes.append(
-                embeddings.dense_lane(
-                    conn, req.tenant_id, req.person_id, req.query_embedding, lexical, limit
-                )
-            )
+        lexical = [r.target for r in ranked]
+        # (rank, target) pairs: the dense lane returns only the ranks fusion can use.
+        lanes = [
+            list(enumerate(lexical)),
+            embeddings.dense_lane(
+                conn, req.tenant_id, req.person_id, req.query_embedding, lexical, limit
+            ),
+        ]
         fused = fuse_ranked(lanes, limit)
         items = [
             materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)

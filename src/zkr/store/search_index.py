@@ -1,0 +1,350 @@
+"""zkr's own search index: a rebuildable projection of source and claim text.
+
+spec/README.md lets zkr keep ``zkr_*`` tables and triggers beside the reference's layout
+(rebuildable, never exported). This index is one: dropping every ``zkr_search*``/``zkr_fts``
+object loses nothing, the next search rebuilds them.
+
+Layout (all created together, in one transaction):
+
+* ``zkr_fts``: FTS5, one row (document) per source that is not deleted and per claim (any
+  status: ``as_of`` searches see superseded claims), ``body`` = the document's index terms
+  (:func:`zkr.store.terms.document_terms`) each prefixed with the scope's tag, so a term's
+  postings, document frequency and bm25 statistics belong to one scope; ``kind``, ``target``,
+  ``scope`` UNINDEXED. Rowids follow write order: sources in ``[1, 2^40)``, claims in
+  ``[2^40, 2^41)``, so "the sources written just before and after this one" is a rowid range.
+* ``zkr_search_map``: (kind, target) → rowid, for re-indexing and removal.
+* ``zkr_search_terms``: tagged term → number of the scope's documents holding it;
+  ``zkr_search_scopes``: scope tag → documents and total terms (for IDF and average length).
+* ``zkr_search_queue``: (kind, target) changed since the last drain, in write order.
+* ``zkr_search_meta``: index format version and the next rowids.
+* triggers ``zkr_search_*`` on ``sources`` and ``claims`` (insert, delete, and updates of the
+  text, scope or ``deleted_at``) that only append to the queue. They are plain SQL, so the
+  reference fires them too when it writes to a file zkr has indexed.
+
+:func:`ensure_current` runs before every search: it builds the index when it is missing, of an
+older format or lacks a trigger (files written or migrated by the reference), and otherwise
+drains the queue (writes by ``remember``, ``correct``, ``delete``, ``apply``, ``repair``, by
+this process, another one, or the reference). A file zkr may not write gets a private copy of
+the index in the connection's ``temp`` schema instead, which shadows the file's own tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from collections import Counter
+from collections.abc import Iterable
+
+from zkr.store.terms import document_terms
+
+INDEX_VERSION = "1"
+CLAIM_BASE = 1 << 40
+DRAIN_BATCH = 2000
+
+_TRIGGER_NAMES = (
+    "zkr_search_source_insert",
+    "zkr_search_source_update",
+    "zkr_search_source_delete",
+    "zkr_search_claim_insert",
+    "zkr_search_claim_update",
+    "zkr_search_claim_delete",
+)
+_TABLES = (
+    "zkr_fts",
+    "zkr_search_map",
+    "zkr_search_terms",
+    "zkr_search_scopes",
+    "zkr_search_queue",
+    "zkr_search_meta",
+)
+
+
+def scope_tag(tenant_id: str, person_id: str) -> str:
+    """Ten hex digits naming a scope inside index terms: 40 bits of two CRC-32s
+    of ``tenant \x1f person`` (zlib is already loaded; hashlib would cost a CLI call several
+    ms). A collision would only share statistics: every match is still checked for scope."""
+    data = f"{tenant_id}\x1f{person_id}".encode()
+    digest = zlib.crc32(data).to_bytes(4, "big") + zlib.crc32(data[::-1]).to_bytes(4, "big")
+    return digest[:5].hex()
+
+
+def _schema(prefix: str) -> list[str]:
+    """CREATE statements of the index tables in schema ``prefix`` ('' or 'temp.')."""
+    table = "CREATE TEMP TABLE" if prefix else "CREATE TABLE"
+    return [
+        f"CREATE VIRTUAL TABLE {prefix}zkr_fts USING fts5(body, kind UNINDEXED,"
+        " target UNINDEXED, scope UNINDEXED,"
+        " tokenize = \"unicode61 categories 'L* N* Co M*' remove_diacritics 0\")",
+        f"{table} zkr_search_map (kind TEXT NOT NULL, target TEXT NOT NULL,"
+        " doc INTEGER NOT NULL, PRIMARY KEY (kind, target)) WITHOUT ROWID",
+        f"{table} zkr_search_terms (term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID",
+        f"{table} zkr_search_scopes (scope TEXT PRIMARY KEY, docs INTEGER NOT NULL,"
+        " terms INTEGER NOT NULL) WITHOUT ROWID",
+        f"{table} zkr_search_queue (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL,"
+        " target TEXT NOT NULL)",
+        f"{table} zkr_search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    ]
+
+
+def _trigger(name: str, event: str, table: str, kind: str, row: str) -> str:
+    return (
+        f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN"
+        f" INSERT INTO zkr_search_queue (kind, target) VALUES ('{kind}', {row}.id); END"
+    )
+
+
+TRIGGERS = (
+    _trigger(_TRIGGER_NAMES[0], "INSERT", "sources", "source", "NEW"),
+    _trigger(
+        _TRIGGER_NAMES[1],
+        "UPDATE OF content, deleted_at, tenant_id, person_id",
+        "sources",
+        "source",
+        "NEW",
+    ),
+    _trigger(_TRIGGER_NAMES[2], "DELETE", "sources", "source", "OLD"),
+    _trigger(_TRIGGER_NAMES[3], "INSERT", "claims", "claim", "NEW"),
+    _trigger(
+        _TRIGGER_NAMES[4],
+        "UPDATE OF subject, predicate, value, tenant_id, person_id",
+        "claims",
+        "claim",
+        "NEW",
+    ),
+    _trigger(_TRIGGER_NAMES[5], "DELETE", "claims", "claim", "OLD"),
+)
+
+
+# --------------------------------------------------------------------------- state
+
+
+def _state(conn: sqlite3.Connection) -> str:
+    """'temp' (this connection's private copy is in use), 'ready', 'queued' or 'missing'."""
+    if conn.execute("SELECT 1 FROM sqlite_temp_master WHERE name = 'zkr_fts'").fetchone():
+        return "temp"
+    names = {
+        row[0]
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name LIKE 'zkr\\_%' ESCAPE '\\'"
+        )
+    }
+    if not names.issuperset(_TABLES) or not names.issuperset(_TRIGGER_NAMES):
+        return "missing"
+    row = conn.execute("SELECT value FROM zkr_search_meta WHERE key = 'version'").fetchone()
+    if row is None or row[0] != INDEX_VERSION:
+        return "missing"
+    if conn.execute("SELECT 1 FROM zkr_search_queue LIMIT 1").fetchone():
+        return "queued"
+    return "ready"
+
+
+def ensure_current(conn: sqlite3.Connection) -> None:
+    """Make the index reflect every committed write before a search reads it.
+
+    Builds it when missing/outdated, drains the queue otherwise (one ``BEGIN IMMEDIATE``
+    transaction, waiting for other writers like any write). A read-only file gets the
+    connection-private ``temp`` copy (built once per connection). Raises ``sqlite3.Error``
+    only for failures other than a read-only file.
+    """
+    state = _state(conn)
+    if state in ("ready", "temp"):
+        return
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        if "readonly" not in str(exc):
+            raise
+        _build_private(conn)
+        return
+    try:
+        state = _state(conn)  # another process may have done it while we waited
+        if state == "missing":
+            _build(conn)
+        elif state == "queued":
+            drain(conn)
+    except sqlite3.OperationalError as exc:
+        conn.execute("ROLLBACK")
+        if "readonly" not in str(exc):
+            raise
+        _build_private(conn)
+        return
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+def _drop(conn: sqlite3.Connection) -> None:
+    for name in _TRIGGER_NAMES:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    for name in _TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _enqueue_everything(conn: sqlite3.Connection) -> None:
+    # write order: the rowid order of each table (insertion order unless the file was vacuumed)
+    conn.execute(
+        "INSERT INTO zkr_search_queue (kind, target)"
+        " SELECT 'source', id FROM main.sources WHERE deleted_at IS NULL ORDER BY rowid"
+    )
+    conn.execute(
+        "INSERT INTO zkr_search_queue (kind, target)"
+        " SELECT 'claim', id FROM main.claims ORDER BY rowid"
+    )
+
+
+def _build(conn: sqlite3.Connection) -> None:
+    """(Re)create the index, its triggers and its content inside the caller's transaction."""
+    _drop(conn)
+    for sql in (*_schema(""), *TRIGGERS):
+        conn.execute(sql)
+    conn.execute(
+        "INSERT INTO zkr_search_meta (key, value) VALUES ('version', ?),"
+        " ('next_source', '1'), ('next_claim', ?)",
+        (INDEX_VERSION, str(CLAIM_BASE)),
+    )
+    _enqueue_everything(conn)
+    drain(conn)
+
+
+def _build_private(conn: sqlite3.Connection) -> None:
+    """The read-only fallback: the whole index in this connection's temp schema."""
+    for sql in _schema("temp."):
+        conn.execute(sql)
+    conn.execute(
+        "INSERT INTO temp.zkr_search_meta (key, value) VALUES ('version', ?),"
+        " ('next_source', '1'), ('next_claim', ?)",
+        (INDEX_VERSION, str(CLAIM_BASE)),
+    )
+    _enqueue_everything(conn)
+    drain(conn)
+
+
+# --------------------------------------------------------------------------- drain
+
+
+_CURRENT_SOURCES = """
+SELECT s.id, s.tenant_id, s.person_id, s.content FROM json_each(:ids) AS h
+JOIN main.sources s ON s.id = h.value WHERE s.deleted_at IS NULL
+"""
+_CURRENT_CLAIMS = """
+SELECT c.id, c.tenant_id, c.person_id, c.subject || ' ' || c.predicate || ' ' || c.value
+FROM json_each(:ids) AS h JOIN main.claims c ON c.id = h.value
+"""
+
+
+def drain(conn: sqlite3.Connection) -> int:
+    """Re-index every queued record (inside the caller's write transaction); returns how
+    many distinct records were processed. A record keeps its rowid when re-indexed."""
+    import json
+
+    done = 0
+    while True:
+        rows = conn.execute(
+            "SELECT seq, kind, target FROM zkr_search_queue ORDER BY seq LIMIT ?",
+            (DRAIN_BATCH,),
+        ).fetchall()
+        if not rows:
+            return done
+        order: dict[tuple[str, str], None] = {}
+        for _, kind, target in rows:
+            order.setdefault((kind, target), None)
+        keys = list(order)
+        done += len(keys)
+        stats = _Stats()
+        old = _remove(conn, keys, stats)
+        texts: dict[tuple[str, str], tuple[str, str, str]] = {}
+        for kind, sql in (("source", _CURRENT_SOURCES), ("claim", _CURRENT_CLAIMS)):
+            ids = [target for k, target in keys if k == kind]
+            if ids:
+                for rid, tenant, person, text in conn.execute(sql, {"ids": json.dumps(ids)}):
+                    texts[(kind, rid)] = (tenant, person, text)
+        _insert(conn, [(key, texts[key]) for key in keys if key in texts], old, stats)
+        stats.write(conn)
+        conn.execute("DELETE FROM zkr_search_queue WHERE seq <= ?", (rows[-1][0],))
+
+
+class _Stats:
+    """Changes to document frequencies and scope totals, written once per batch."""
+
+    def __init__(self) -> None:
+        self.terms: Counter[str] = Counter()
+        self.scopes: dict[str, list[int]] = {}
+
+    def add(self, scope: str, body: str, sign: int) -> None:
+        tagged = body.split()
+        self.terms.update({term: sign for term in set(tagged)})
+        totals = self.scopes.setdefault(scope, [0, 0])
+        totals[0] += sign
+        totals[1] += sign * len(tagged)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        changed = [(term, n) for term, n in self.terms.items() if n]
+        conn.executemany(
+            "INSERT INTO zkr_search_terms (term, docs) VALUES (?, ?)"
+            " ON CONFLICT (term) DO UPDATE SET docs = docs + excluded.docs",
+            changed,
+        )
+        conn.executemany(
+            "DELETE FROM zkr_search_terms WHERE term = ? AND docs <= 0",
+            [(term,) for term, n in changed if n < 0],
+        )
+        conn.executemany(
+            "INSERT INTO zkr_search_scopes (scope, docs, terms) VALUES (?, ?, ?)"
+            " ON CONFLICT (scope) DO UPDATE SET docs = docs + excluded.docs,"
+            " terms = terms + excluded.terms",
+            [(scope, d, t) for scope, (d, t) in self.scopes.items()],
+        )
+
+
+def _remove(
+    conn: sqlite3.Connection, keys: Iterable[tuple[str, str]], stats: _Stats
+) -> dict[tuple[str, str], int]:
+    """Remove the indexed documents of ``keys``; returns their rowids."""
+    old: dict[tuple[str, str], int] = {}
+    for key in keys:
+        row = conn.execute(
+            "SELECT m.doc, f.body, f.scope FROM zkr_search_map m"
+            " JOIN zkr_fts f ON f.rowid = m.doc WHERE m.kind = ? AND m.target = ?",
+            key,
+        ).fetchone()
+        if row is None:
+            continue
+        old[key] = row[0]
+        stats.add(row[2], row[1], -1)
+        conn.execute("DELETE FROM zkr_fts WHERE rowid = ?", (row[0],))
+        conn.execute("DELETE FROM zkr_search_map WHERE kind = ? AND target = ?", key)
+    return old
+
+
+def _insert(
+    conn: sqlite3.Connection,
+    docs: list[tuple[tuple[str, str], tuple[str, str, str]]],
+    old: dict[tuple[str, str], int],
+    stats: _Stats,
+) -> None:
+    meta = dict(conn.execute("SELECT key, value FROM zkr_search_meta").fetchall())
+    next_id = {"source": int(meta["next_source"]), "claim": int(meta["next_claim"])}
+    fts_rows: list[tuple[int, str, str, str, str]] = []
+    map_rows: list[tuple[str, str, int]] = []
+    for (kind, target), (tenant, person, text) in docs:
+        terms = document_terms(text)
+        if not terms:
+            continue  # nothing searchable (punctuation, stop words only)
+        tag = scope_tag(tenant, person)
+        body = " ".join(tag + term for term in terms)
+        rowid = old.get((kind, target))
+        if rowid is None:
+            rowid = next_id[kind]
+            next_id[kind] += 1
+        fts_rows.append((rowid, body, kind, target, tag))
+        map_rows.append((kind, target, rowid))
+        stats.add(tag, body, 1)
+    conn.executemany(
+        "INSERT INTO zkr_fts (rowid, body, kind, target, scope) VALUES (?, ?, ?, ?, ?)", fts_rows
+    )
+    conn.executemany("INSERT INTO zkr_search_map (kind, target, doc) VALUES (?, ?, ?)", map_rows)
+    conn.executemany(
+        "UPDATE zkr_search_meta SET value = ? WHERE key = ?",
+        [(str(next_id["source"]), "next_source"), (str(next_id["claim"]), "next_claim")],
+    )

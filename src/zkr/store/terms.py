@@ -1,0 +1,155 @@
+"""Search terms: how stored text and queries are normalised and cut into index terms.
+
+One rule for both sides (the index in :mod:`zkr.store.search_index` and the query plan in
+:mod:`zkr.store.lexical`), so a query word always meets the stored word it names.
+Stored text is never changed; only the index and the query see these forms.
+
+1. **Fold** (:func:`fold`): Unicode NFKC (full-width letters, ligatures and compatibility
+   forms become their plain letters; Hangul written as conjoining jamo becomes syllables, so
+   NFD and NFC Hangul are one form), then case folding (``str.casefold``: ``Straße`` →
+   ``strasse``), then the combining diacritics of U+0300-U+036F are removed (``café`` →
+   ``cafe``). Only that block is removed: Indic vowel signs, Thai marks and the Japanese
+   voicing marks are letters of their words and stay.
+2. **Words** (:func:`words`): maximal runs of Unicode Alphabetic, number and mark characters;
+   everything else separates. A run is then split where it changes between *unspaced*
+   scripts (Han, Hiragana, Katakana, Thai, Lao, Khmer, Myanmar, Hangul) and the rest, so
+   ``今天用OpenClaw部署`` gives ``今天用``, ``openclaw``, ``部署``.
+3. **Terms.** A spaced word that is an English stop word (:data:`STOP_WORDS`) yields no term.
+   Any other spaced word is stemmed with the Snowball stemmer of its script — English for
+   Latin (and digits), Russian for Cyrillic, Greek for Greek, none for other scripts
+   (``appointments`` → ``appoint``, ``blueberries`` → ``blueberri``, ``engineers`` →
+   ``engin``). An unspaced run yields its overlapping character bigrams (``数据库`` → ``数据``,
+   ``据库``); the index also stores every single character of such a run (so a one-character
+   query finds it), while a query uses the bigrams of a longer run and the character of a
+   one-character run.
+
+Why English stemming for all Latin text: the stores this serves are written and queried by
+agents that mostly speak English; Snowball English only strips English endings, which on other
+Latin-script languages mostly removes plural/genitive ``s`` and leaves the rest, and a query
+and a document written in the same language are always stemmed the same way, so matching stays
+symmetric whatever the language. Per-document language detection would add a dependency and
+split one person's memory into incomparable term spaces.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from typing import Any
+
+# English function words and question words: they carry little meaning in a memory query
+# ("when did we ..."), and matching them makes nearly every source a candidate.
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it
+    its itself just me more most my myself no nor not now of off on once only or other our ours
+    ourselves out over own same she should so some such than that the their theirs them
+    themselves then there these they this those through to too under until up very was we were
+    what when where which while who whom why will with would you your yours yourself
+    yourselves s t d ll m re ve don didn doesn isn aren wasn weren hasn haven hadn wouldn
+    couldn shouldn
+    """.split()
+)
+
+MAX_QUERY_TERMS = 32
+
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
+_DIACRITICS = re.compile("[\u0300-\u036f]+")
+_UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Hangul}\u30fc"
+
+
+@functools.cache
+def _unicode_patterns() -> tuple[Any, Any]:
+    import regex  # lazy: only non-ASCII text needs Unicode properties (about 8 ms to import)
+
+    runs = regex.compile(
+        rf"(?P<u>[{_UNSPACED}]+)|(?P<w>[[\p{{Alphabetic}}\p{{N}}\p{{M}}]--[{_UNSPACED}]]+)",
+        regex.V1,
+    )
+    scripts = regex.compile(r"(?P<c>\p{Cyrillic})|(?P<g>\p{Greek})|(?P<l>[\p{Latin}\p{N}])")
+    return runs, scripts
+
+
+@functools.cache
+def _stemmer(language: str) -> Any:
+    import Stemmer  # PyStemmer (Snowball, C): imported on first use
+
+    return Stemmer.Stemmer(language)
+
+
+def fold(text: str) -> str:
+    """NFKC, case folding, and removal of the U+0300-U+036F diacritics (module docstring)."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    if folded.isascii():
+        return folded
+    stripped = _DIACRITICS.sub("", unicodedata.normalize("NFD", folded))
+    return unicodedata.normalize("NFC", stripped)
+
+
+def words(folded: str) -> list[tuple[str, bool]]:
+    """``(word, unspaced)`` pairs of already folded text, in order."""
+    if folded.isascii():
+        return [(word, False) for word in _ASCII_WORD.findall(folded)]
+    runs, _ = _unicode_patterns()
+    return [(m.group(), m.group("u") is not None) for m in runs.finditer(folded)]
+
+
+def _language(word: str) -> str | None:
+    if word.isascii():
+        return "english"
+    _, scripts = _unicode_patterns()
+    found = scripts.search(word)
+    if found is None:
+        return None
+    return {"c": "russian", "g": "greek", "l": "english"}[str(found.lastgroup)]
+
+
+def stem(word: str) -> str:
+    """The Snowball stem of one folded spaced word (unchanged for unstemmed scripts)."""
+    language = _language(word)
+    if language is None or word.isdigit():
+        return word
+    stemmed: str = _stemmer(language).stemWord(word)
+    return stemmed or word
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)] if len(run) > 1 else [run]
+
+
+def document_terms(text: str) -> list[str]:
+    """Every index term of a stored text, in order, repeats kept (term frequency counts)."""
+    out: list[str] = []
+    for word, unspaced in words(fold(text)):
+        if unspaced:
+            out.extend(word)
+            if len(word) > 1:
+                out.extend(_bigrams(word))
+        elif word not in STOP_WORDS:
+            out.append(stem(word))
+    return out
+
+
+def query_terms(query: str, limit: int = MAX_QUERY_TERMS) -> tuple[list[str], int]:
+    """The distinct terms a query searches for (first ``limit``, in order of appearance) and
+    how many of its words were stop words (they make no term: a query of stop words only has
+    no terms and matches nothing)."""
+    terms: list[str] = []
+    stop = 0
+    for word, unspaced in words(fold(query)):
+        if unspaced:
+            found = _bigrams(word)
+        elif word in STOP_WORDS:
+            stop += 1
+            continue
+        else:
+            found = [stem(word)]
+        for term in found:
+            if term not in terms:
+                terms.append(term)
+                if len(terms) == limit:
+                    return terms, stop
+    return terms, stop

@@ -1,0 +1,106 @@
+"""zkr's search index (store/search_index.py): kept current by every writer, rebuilt when
+missing, private when the file is read-only, never part of the feed."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.conftest import P, T, remember
+from zkr import MemoryDb
+from zkr.model import ExportRequest, SearchRequest
+
+
+def found(db: MemoryDb, query: str) -> list[str]:
+    return [item.excerpt for item in db.search(SearchRequest(T, P, query)).items]
+
+
+def zkr_objects(path: str) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {
+            row[0]
+            for row in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'zkr_search%'")
+        }
+    finally:
+        conn.close()
+
+
+def insert(conn: sqlite3.Connection, table: str, values: dict[str, object]) -> None:
+    marks = ", ".join("?" for _ in values)
+    conn.execute(f"INSERT INTO {table} ({', '.join(values)}) VALUES ({marks})", [*values.values()])
+
+
+def test_writes_by_another_program_are_indexed_through_the_triggers(
+    db: MemoryDb, db_path: str
+) -> None:
+    """A writer that knows nothing of the index (the reference) fires the zkr_ triggers."""
+    remember(db, "the first note about kayaks")
+    assert found(db, "kayak") == ["the first note about kayaks"]
+    other = sqlite3.connect(db_path)
+    with other:
+        row = other.execute("SELECT * FROM sources LIMIT 1").fetchone()
+        columns = [d[0] for d in other.execute("SELECT * FROM sources LIMIT 1").description]
+        values = dict(zip(columns, row, strict=True))
+        values.update(id="f" * 32, content="a canoe trip written elsewhere")
+        insert(other, "sources", values)
+        ev = other.execute("SELECT * FROM evidence LIMIT 1").fetchone()
+        ecols = [d[0] for d in other.execute("SELECT * FROM evidence LIMIT 1").description]
+        evalues = dict(zip(ecols, ev, strict=True))
+        evalues.update(id="e" * 32, source_id="f" * 32)
+        insert(other, "evidence", evalues)
+        queued = other.execute("SELECT kind, target FROM zkr_search_queue").fetchall()
+        assert ("source", "f" * 32) in queued
+        other.execute("UPDATE sources SET deleted_at = 50 WHERE id = ?", (values["id"],))
+    other.close()
+    assert found(db, "canoe") == []
+    other = sqlite3.connect(db_path)
+    with other:
+        other.execute("UPDATE sources SET deleted_at = NULL WHERE id = ?", ("f" * 32,))
+    other.close()
+    assert found(db, "canoe trips") == ["a canoe trip written elsewhere"]
+
+
+def test_index_is_built_when_missing_and_never_exported(db_path: str) -> None:
+    with MemoryDb.open(db_path) as db:
+        for i in range(30):
+            remember(db, f"note {i}: {'blueberries' if i % 7 == 0 else 'apples'} at breakfast")
+        assert len(found(db, "blueberry")) == 5
+        page = db.export(ExportRequest(T, P, 1, limit=100))
+    assert "zkr_" not in str(page)
+    conn = sqlite3.connect(db_path)
+    with conn:  # a file written or migrated by the reference has none of it
+        for name in sorted(zkr_objects(db_path), reverse=True):
+            kind = "TRIGGER" if name.endswith(("insert", "update", "delete")) else "TABLE"
+            conn.execute(f"DROP {kind} IF EXISTS {name}")
+        conn.execute("DROP TABLE IF EXISTS zkr_fts")
+    conn.close()
+    assert zkr_objects(db_path) == set()
+    with MemoryDb.open(db_path) as db:
+        assert len(found(db, "blueberry")) == 5
+    assert "zkr_search_source_insert" in zkr_objects(db_path)
+
+
+def test_outdated_index_version_is_rebuilt(db: MemoryDb, db_path: str) -> None:
+    remember(db, "violin lessons on Monday")
+    assert found(db, "violins") == ["violin lessons on Monday"]
+    conn = sqlite3.connect(db_path)
+    with conn:
+        conn.execute("UPDATE zkr_search_meta SET value = '0' WHERE key = 'version'")
+        conn.execute("DELETE FROM zkr_fts")
+    conn.close()
+    assert found(db, "violins") == ["violin lessons on Monday"]
+
+
+def test_read_only_file_is_searched_with_a_private_index(tmp_path: Path) -> None:
+    path = str(tmp_path / "ro.db")
+    with MemoryDb.open(path) as db:
+        remember(db, "hiking boots are in the garage")
+    conn = sqlite3.connect(path)
+    with conn:  # as the reference leaves it: no index, or a non-empty queue
+        conn.execute("DROP TABLE IF EXISTS zkr_fts")
+    conn.close()
+    with MemoryDb.open(f"file:{path}?mode=ro") as db:
+        assert found(db, "hike boot") == ["hiking boots are in the garage"]
+        assert found(db, "garages") == ["hiking boots are in the garage"]
+    assert "zkr_fts" not in zkr_objects(path)
