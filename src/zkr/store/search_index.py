@@ -35,6 +35,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 
+from zkr.store.eligibility import LIVE_SOURCE, live_source
 from zkr.store.terms import document_terms
 
 INDEX_VERSION = "1"
@@ -185,7 +186,7 @@ def _enqueue_everything(conn: sqlite3.Connection) -> None:
     # write order: the rowid order of each table (insertion order unless the file was vacuumed)
     conn.execute(
         "INSERT INTO zkr_search_queue (kind, target)"
-        " SELECT 'source', id FROM main.sources WHERE deleted_at IS NULL ORDER BY rowid"
+        f" SELECT 'source', id FROM main.sources WHERE {live_source('')} ORDER BY rowid"
     )
     conn.execute(
         "INSERT INTO zkr_search_queue (kind, target)"
@@ -223,9 +224,10 @@ def _build_private(conn: sqlite3.Connection) -> None:
 # --------------------------------------------------------------------------- drain
 
 
-_CURRENT_SOURCES = """
+# Only live sources are indexed (spec/retrieval.md §1: a deleted source is never live again).
+_CURRENT_SOURCES = f"""
 SELECT s.id, s.tenant_id, s.person_id, s.content FROM json_each(:ids) AS h
-JOIN main.sources s ON s.id = h.value WHERE s.deleted_at IS NULL
+JOIN main.sources s ON s.id = h.value WHERE {LIVE_SOURCE}
 """
 _CURRENT_CLAIMS = """
 SELECT c.id, c.tenant_id, c.person_id, c.subject || ' ' || c.predicate || ' ' || c.value
