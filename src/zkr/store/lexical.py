@@ -198,6 +198,18 @@ class _Lane:
         self.docs: dict[int, tuple[str, str, str]] = {}
         self.targets: dict[int, list[Target]] = {}
         self.final: dict[int, float] = {}
+        self.plan: QueryPlan | None = None
+        self._points: dict[int, int] = {}
+
+    def points(self, rowid: int) -> int:
+        """The relevance of one resolved document (:mod:`zkr.store.relevance`)."""
+        if rowid not in self._points:
+            assert self.plan is not None
+            body = self.docs[rowid][2].split()
+            self._points[rowid] = relevance.basis_points(
+                self.plan.weights, Counter(body), len(body), self.plan.avg_length
+            )
+        return self._points[rowid]
 
     def _query(self, sql: str, **params: object) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, {**self.params, **params}).fetchall()
@@ -317,7 +329,9 @@ class _Lane:
         self.check(lifted)
         eligible.extend(rowid for rowid in lifted if self.targets[rowid])
         self.final = {rowid: scores[rowid] + LIFT * lift.get(rowid, 0.0) for rowid in eligible}
-        eligible.sort(key=lambda rowid: (-self.final[rowid], -(rowid % CLAIM_BASE), rowid))
+        # ties (equal bm25 on the informative terms) go to the document matching more of the
+        # query, common words included, then to the newest
+        eligible.sort(key=lambda r: (-self.final[r], -self.points(r), -(r % CLAIM_BASE), r))
         return eligible
 
 
@@ -341,10 +355,10 @@ def lexical_search(
     if not plan.match:
         return []
     lane = _Lane(conn, tenant_id, person_id, as_of)
+    lane.plan = plan
     best: dict[Target, int] = {}
     for rowid in lane.scored(plan, cut):
-        body = lane.docs[rowid][2].split()
-        points = relevance.basis_points(plan.weights, Counter(body), len(body), plan.avg_length)
+        points = lane.points(rowid)
         for target in lane.targets[rowid]:
             if target in best:
                 best[target] = max(best[target], points)
