@@ -143,14 +143,17 @@ def cli(
 
 
 def dump(path: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table (FTS content included), for before/after comparisons."""
+    """Every row of every table (FTS content included), for before/after comparisons; zkr's own
+    rebuildable projections (``zkr_*``: the search index a search brings up to date) are not
+    stored data and are left out."""
     conn = sqlite3.connect(path)
     try:
         tables = [
             row[0]
             for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'source_fts_%' ORDER BY name"
+                " AND name NOT LIKE 'source_fts_%' AND name NOT LIKE 'zkr\\_%' ESCAPE '\\'"
+                " ORDER BY name"
             )
         ]
         return {
