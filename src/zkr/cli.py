@@ -157,6 +157,11 @@ def help_text() -> str:
         wrapped = textwrap.wrap(purpose, 80 - 15)
         lines.append(f"  {name:<13}{wrapped[0]}")
         lines.extend(f"{'':15}{more}" for more in wrapped[1:])
+    lines += [
+        "",
+        "Import chat history (a ChatGPT or Claude export, JSONL; zkr import --help):",
+        "  zkr import --db PATH --tenant T --person P [--format F] FILE",
+    ]
     lines += ["", "Servers (one process answers many requests; NAME --help for options):"]
     lines += [f"  {f'zkr {name} --db PATH':<21}{purpose}" for name, (_, purpose) in SERVERS.items()]
     return "\n".join(lines) + "\n"
@@ -216,6 +221,10 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         return server_main(argv[1:])
     if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
         return respond(stdout, stderr, help_text())
+    if argv[0] == "import":  # its own flags and a file argument (zkr.importer)
+        from zkr.importer import main as import_main
+
+        return import_main(argv[1:], stdout, stderr)
     if len(argv) == 2 and argv[0] == "help":
         return _command_help(argv[1], stdout, stderr)
     if argv == ["--version"]:

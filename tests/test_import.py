@@ -1,0 +1,304 @@
+"""``zkr import`` (issue 15 item 7): ChatGPT, Claude and JSONL exports written here in their
+real shapes, imported through the real CLI, twice, into real files."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import cli, dump
+from zkr import MemoryDb
+from zkr.importer import chatgpt_turns, claude_turns, jsonl_turns
+
+T, P = "me", "alex"
+
+
+def chatgpt_export() -> list[dict[str, Any]]:
+    """Two conversations as ``conversations.json`` of a ChatGPT data export: a system root, a
+    user/assistant thread, one edited-away branch, a tool message and a non-text part."""
+
+    def node(
+        node_id: str,
+        parent: str | None,
+        children: list[str],
+        role: str | None,
+        parts: list[Any] | None,
+        at: float | None,
+    ) -> dict[str, Any]:
+        message = (
+            None
+            if role is None
+            else {
+                "id": node_id,
+                "author": {"role": role, "name": None, "metadata": {}},
+                "create_time": at,
+                "update_time": None,
+                "content": {"content_type": "text", "parts": parts},
+                "status": "finished_successfully",
+                "end_turn": True,
+                "weight": 1.0,
+                "metadata": {},
+                "recipient": "all",
+            }
+        )
+        return {"id": node_id, "message": message, "parent": parent, "children": children}
+
+    first = {
+        "title": "Moving plans",
+        "create_time": 1714000000.123,
+        "update_time": 1714000500.5,
+        "mapping": {
+            "root": node("root", None, ["sys"], None, None, None),
+            "sys": node("sys", "root", ["u1"], "system", [""], None),
+            "u1": node(
+                "u1", "sys", ["a1"], "user", ["I live in Berlin, moving soon."], 1714000001.5
+            ),
+            "a1": node("a1", "u1", ["u2", "u2-old"], "assistant", ["Where to?"], 1714000002.25),
+            "u2-old": node("u2-old", "a1", [], "user", ["Maybe Paris"], 1714000003.0),
+            "u2": node(
+                "u2", "a1", ["t1"], "user", ["To Lisbon in May.", {"asset": "img"}], 1714000004.0
+            ),
+            "t1": node("t1", "u2", ["a2"], "tool", ["search results"], 1714000005.0),
+            "a2": node("a2", "t1", [], "assistant", ["Lisbon is lovely in May."], 1714000006.0),
+        },
+        "moderation_results": [],
+        "current_node": "a2",
+        "plugin_ids": None,
+        "conversation_id": "c-1",
+        "id": "c-1",
+    }
+    second = {
+        "title": "Tea",
+        "create_time": 1714100000.0,
+        "update_time": 1714100001.0,
+        "mapping": {
+            "r": node("r", None, ["x1"], None, None, None),
+            "x1": node("x1", "r", [], "user", ["I prefer green tea."], None),
+        },
+        "current_node": "x1",
+        "conversation_id": "c-2",
+        "id": "c-2",
+    }
+    return [first, second]
+
+
+def claude_export() -> list[dict[str, Any]]:
+    """``conversations.json`` of a Claude export (one conversation, content blocks)."""
+    return [
+        {
+            "uuid": "8d3c0f0e-0000-4000-8000-000000000001",
+            "name": "Running",
+            "created_at": "2024-05-01T09:00:00.000000Z",
+            "updated_at": "2024-05-01T09:05:00.000000Z",
+            "account": {"uuid": "acc"},
+            "chat_messages": [
+                {
+                    "uuid": "m-1",
+                    "text": "I run 5 km every morning.",
+                    "content": [{"type": "text", "text": "I run 5 km every morning."}],
+                    "sender": "human",
+                    "created_at": "2024-05-01T09:00:01.000000Z",
+                    "updated_at": "2024-05-01T09:00:01.000000Z",
+                    "attachments": [],
+                    "files": [],
+                },
+                {
+                    "uuid": "m-2",
+                    "text": "",
+                    "content": [
+                        {"type": "text", "text": "That is a great habit."},
+                        {"type": "tool_use", "name": "x", "input": {}},
+                    ],
+                    "sender": "assistant",
+                    "created_at": "2024-05-01T09:00:05+00:00",
+                    "updated_at": "2024-05-01T09:00:05+00:00",
+                    "attachments": [],
+                    "files": [],
+                },
+            ],
+        }
+    ]
+
+
+def jsonl_export() -> str:
+    rows = [
+        {
+            "conversation_id": "s1",
+            "id": 1,
+            "role": "user",
+            "text": "Call mum on Sunday",
+            "created_at": 1714200000,
+        },
+        {
+            "conversation_id": "s1",
+            "id": 2,
+            "role": "assistant",
+            "content": "Noted.",
+            "timestamp": "2024-04-27T06:40:01Z",
+        },
+        {"role": "user", "text": "no id here", "created_at": 1714200005},
+        {"role": "user", "text": "   ", "created_at": 1714200006},
+        {"role": "user", "text": "no time at all"},
+    ]
+    return "\n".join(json.dumps(r) for r in rows) + "\n\n"
+
+
+def write(tmp_path: Path) -> dict[str, Path]:
+    files = {
+        "chatgpt": tmp_path / "chatgpt" / "conversations.json",
+        "claude": tmp_path / "claude" / "conversations.json",
+        "jsonl": tmp_path / "turns.jsonl",
+    }
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    files["chatgpt"].write_text(json.dumps(chatgpt_export()), encoding="utf-8")
+    files["claude"].write_text(json.dumps(claude_export()), encoding="utf-8")
+    files["jsonl"].write_text(jsonl_export(), encoding="utf-8")
+    return files
+
+
+def run_import(db_path: str, file: Path, *extra: str) -> Any:
+    argv = ["import", "--db", db_path, "--tenant", T, "--person", P, *extra, str(file)]
+    return cli(None, argv=argv)
+
+
+# --------------------------------------------------------------------------- parsing
+
+
+def test_chatgpt_thread_follows_current_node() -> None:
+    turns = list(chatgpt_turns(chatgpt_export()))
+    assert [(t.role, t.text) for t in turns] == [
+        ("user", "I live in Berlin, moving soon."),
+        ("assistant", "Where to?"),
+        ("user", "To Lisbon in May."),
+        ("assistant", "Lisbon is lovely in May."),
+        ("user", "I prefer green tea."),
+    ]
+    assert turns[0].key == "chatgpt:c-1:u1" and turns[0].at == 1714000001
+    assert turns[-1].at == 1714100000  # no message time: the conversation's
+
+
+def test_claude_turns_use_text_or_content_blocks() -> None:
+    turns = list(claude_turns(claude_export()))
+    assert [(t.role, t.text) for t in turns] == [
+        ("user", "I run 5 km every morning."),
+        ("assistant", "That is a great habit."),
+    ]
+    assert turns[0].at == 1714554001 and turns[1].at == 1714554005
+
+
+def test_jsonl_keys_are_stable() -> None:
+    first = list(jsonl_turns(jsonl_export().splitlines()))
+    again = list(jsonl_turns(jsonl_export().splitlines()))
+    assert first == again
+    assert first[0].key == "jsonl:s1:1" and first[1].at == 1714200001
+    assert first[2].key.startswith("jsonl:") and len(first[2].key) == 6 + 32
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+@pytest.mark.parametrize("fmt", ["chatgpt", "claude", "jsonl"])
+def test_import_twice_gives_the_same_database(fmt: str, tmp_path: Path) -> None:
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    first = run_import(db_path, files[fmt]).json()
+    expected = {"chatgpt": 5, "claude": 2, "jsonl": 3}[fmt]
+    assert first["format"] == fmt and first["stored"] == expected and first["failed"] == 0
+    before = dump(db_path)
+    second = run_import(db_path, files[fmt], "--format", fmt).json()
+    assert second["stored"] == 0 and second["replayed"] == expected
+    assert dump(db_path) == before
+    if fmt == "jsonl":
+        assert (first["empty"], first["undated"], first["turns"]) == (1, 1, 5)
+
+
+def test_imported_turns_are_searchable_with_their_times(tmp_path: Path) -> None:
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    run_import(db_path, files["chatgpt"]).json()
+    with MemoryDb.open(db_path) as db:
+        hits = db.scope(T, P).search("Lisbon").items
+        assert {h.excerpt for h in hits} >= {"user: To Lisbon in May."}
+        row = db.conn.execute(
+            "SELECT captured_at, recorded_at, ingestion_key FROM sources WHERE content = ?",
+            ("user: I live in Berlin, moving soon.",),
+        ).fetchone()
+        assert row == (1714000001, 1714000001, "chatgpt:c-1:u1")
+
+
+def test_deleted_turns_are_skipped_and_counted(tmp_path: Path) -> None:
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    run_import(db_path, files["claude"]).json()
+    with MemoryDb.open(db_path) as db:
+        sam = db.scope(T, P)
+        (hit,) = sam.search("5 km").items
+        sam.delete(hit.memory.id, deleted_at=1714554100)
+    again = run_import(db_path, files["claude"]).json()
+    assert (again["stored"], again["replayed"], again["deleted"]) == (0, 1, 1)
+    with MemoryDb.open(db_path) as db:
+        assert db.scope(T, P).search("5 km").items == []
+
+
+def test_import_errors_are_envelopes(tmp_path: Path) -> None:
+    db_path = str(tmp_path / "memory.db")
+    assert "usage: zkr import" in cli(None, argv=["import", "--db", db_path]).error()
+    missing = run_import(db_path, tmp_path / "nope.json", "--format", "claude").error()
+    assert missing.startswith("cannot read")
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{", encoding="utf-8")
+    assert "is not valid JSON" in run_import(db_path, bad, "--format", "chatgpt").error()
+    odd = tmp_path / "odd.json"
+    odd.write_text('[{"x": 1}]', encoding="utf-8")
+    assert "cannot tell the file's format" in run_import(db_path, odd).error()
+    blank = ["import", "--db", db_path, "--tenant", " ", "--person", P, str(odd)]
+    assert cli(None, argv=blank).error() == "tenant_id must not be empty"
+    fmt = run_import(db_path, odd, "--format", "csv").error()
+    assert fmt == "--format must be one of auto, chatgpt, claude, jsonl"
+
+
+def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    argv = [sys.executable, "-m", "zkr", "import", "--db", db_path, "--tenant", T]
+    argv += ["--person", P, str(files["chatgpt"])]
+    parent, child = pty.openpty()
+    fcntl.ioctl(child, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    try:
+        proc = subprocess.run(argv, stderr=child, stdout=subprocess.PIPE, timeout=120, check=False)
+        os.close(child)
+        child = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(parent)
+        if child >= 0:
+            os.close(child)
+    assert proc.returncode == 0
+    assert b"5/5" in shown and b"turn" in shown
+    assert json.loads(proc.stdout)["stored"] == 5
+    # not a terminal: nothing on stderr
+    assert run_import(db_path, files["chatgpt"]).stderr == ""
+
+
+def test_help_lists_import() -> None:
+    assert "zkr import --db PATH" in cli(None, argv=["--help"]).stdout
+    assert "conversations.json" in cli(None, argv=["import", "--help"]).stdout
