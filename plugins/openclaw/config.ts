@@ -11,13 +11,40 @@ export interface ZkrConfig {
   databaseConfigured: boolean;
   tenant: string;
   person?: string;
+  /** Inject cited memories for the user's message before the agent runs (`before_prompt_build`). */
+  autoRecall: boolean;
+  /** Store each completed turn (`agent_end`), keyed by session and turn so a retry never duplicates. */
+  autoCapture: boolean;
+  /** Relevance floor (0..1, relevance_basis_points / 10000) for auto-recall. */
+  minScore: number;
+  /** Most memories auto-recall injects. */
+  recallLimit: number;
+  /** Talk to one persistent `zkr serve` child (falls back to one CLI call per operation). */
+  serve: boolean;
 }
 
 export const DEFAULT_COMMAND = "zkr";
 export const DEFAULT_TENANT = "openclaw";
 export const DEFAULT_PERSON = "default";
+/**
+ * Auto-recall's default relevance floor, as a 0..1 score
+ * (`relevance_basis_points / 10000`). One place: the retrieval work owns its value.
+ */
+export const DEFAULT_RECALL_MIN_SCORE = 0.25;
+export const DEFAULT_RECALL_LIMIT = 5;
+export const MAX_RECALL_LIMIT = 20;
 
-const CONFIG_KEYS = ["command", "database", "tenant", "person"] as const;
+const CONFIG_KEYS = [
+  "command",
+  "database",
+  "tenant",
+  "person",
+  "autoRecall",
+  "autoCapture",
+  "minScore",
+  "recallLimit",
+  "serve",
+] as const;
 
 /** JSON Schema of the plugin config; identical to `configSchema` in openclaw.plugin.json (a test checks it). */
 export const CONFIG_JSON_SCHEMA = {
@@ -45,6 +72,32 @@ export const CONFIG_JSON_SCHEMA = {
       minLength: 1,
       description: "person_id forced onto every request (default: the active agent id).",
     },
+    autoRecall: {
+      type: "boolean",
+      description:
+        "Before each agent run, inject the cited memories relevant to the user's message (default true).",
+    },
+    autoCapture: {
+      type: "boolean",
+      description: "After each completed turn, store it in zkr as a conversation source (default true).",
+    },
+    minScore: {
+      type: "number",
+      minimum: 0,
+      maximum: 1,
+      description: "Relevance floor (0..1) a memory needs to be auto-recalled.",
+    },
+    recallLimit: {
+      type: "integer",
+      minimum: 1,
+      maximum: 20,
+      description: "Most memories auto-recall injects (default 5).",
+    },
+    serve: {
+      type: "boolean",
+      description:
+        "Keep one zkr serve child per database (default true); false runs one zkr process per operation.",
+    },
   },
 } as const;
 
@@ -53,6 +106,35 @@ export class ZkrConfigError extends Error {
     super(message);
     this.name = "ZkrConfigError";
   }
+}
+
+function readOptionalBoolean(raw: Record<string, unknown>, key: string): boolean | undefined {
+  const value = raw[key];
+  if (value === undefined) return undefined;
+  if (typeof value !== "boolean") throw new ZkrConfigError(`zkr plugin config "${key}" must be a boolean`);
+  return value;
+}
+
+function readOptionalNumber(
+  raw: Record<string, unknown>,
+  key: string,
+  min: number,
+  max: number,
+  integer: boolean,
+): number | undefined {
+  const value = raw[key];
+  if (value === undefined) return undefined;
+  if (
+    typeof value !== "number" ||
+    !Number.isFinite(value) ||
+    value < min ||
+    value > max ||
+    (integer && !Number.isInteger(value))
+  ) {
+    const what = integer ? "an integer" : "a number";
+    throw new ZkrConfigError(`zkr plugin config "${key}" must be ${what} from ${min} to ${max}`);
+  }
+  return value;
 }
 
 function readOptionalString(raw: Record<string, unknown>, key: string): string | undefined {
@@ -85,7 +167,9 @@ export interface ResolveConfigOptions {
  * Validates `api.pluginConfig` (the manifest schema already rejects unknown keys
  * and empty strings; this repeats the check so direct callers get the same rules)
  * and applies the defaults: command `zkr`, database `<home>/.zkr/memory.db`,
- * tenant `openclaw`, person = active agent id (resolved per call).
+ * tenant `openclaw`, person = active agent id (resolved per call), auto-recall
+ * and auto-capture on, recall floor {@link DEFAULT_RECALL_MIN_SCORE}, at most
+ * 5 recalled memories, `zkr serve` on.
  */
 export function resolveConfig(raw: unknown, options: ResolveConfigOptions = {}): ZkrConfig {
   const input: Record<string, unknown> =
@@ -115,6 +199,11 @@ export function resolveConfig(raw: unknown, options: ResolveConfigOptions = {}):
     database,
     databaseConfigured: configuredDatabase !== undefined,
     tenant,
+    autoRecall: readOptionalBoolean(input, "autoRecall") ?? true,
+    autoCapture: readOptionalBoolean(input, "autoCapture") ?? true,
+    minScore: readOptionalNumber(input, "minScore", 0, 1, false) ?? DEFAULT_RECALL_MIN_SCORE,
+    recallLimit: readOptionalNumber(input, "recallLimit", 1, MAX_RECALL_LIMIT, true) ?? DEFAULT_RECALL_LIMIT,
+    serve: readOptionalBoolean(input, "serve") ?? true,
   };
   if (person !== undefined) config.person = person;
   return config;

@@ -1,6 +1,7 @@
 import { personFor, type ZkrConfig } from "./config.ts";
 import { isRecord } from "./jsonsafe.ts";
-import { ZkrCommandError, type ZkrRunner } from "./runner.ts";
+import type { ZkrRunner } from "./client.ts";
+import { ZkrCommandError } from "./runner.ts";
 import type {
   MemoryEmbeddingProbeResult,
   MemoryPluginRuntime,

@@ -1,6 +1,4 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 
 import { isRecord, parseJsonSafely } from "./jsonsafe.ts";
 
@@ -93,29 +91,48 @@ function isNotFoundEnvelope(stderr: Buffer): boolean {
  * echoed.
  */
 export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrOptions): Promise<unknown> {
+  let body: string;
+  try {
+    body = encodeRequest(operation, input);
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return runZkrEncoded(operation, body, options);
+}
+
+/**
+ * Checks the operation against the allow-list and encodes the request as
+ * compact JSON, refusing requests over 1 MiB (the CLI's limit). Throws
+ * {@link ZkrCommandError}.
+ */
+export function encodeRequest(operation: ZkrOperation, input: unknown): string {
+  if (!(ZKR_OPERATIONS as readonly string[]).includes(operation)) {
+    throw new ZkrCommandError("invalid_operation");
+  }
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(input);
+  } catch {
+    text = undefined;
+  }
+  if (typeof text !== "string") throw new ZkrCommandError("invalid_request");
+  if (Buffer.byteLength(text, "utf8") > MAX_REQUEST_BYTES) throw new ZkrCommandError("request_too_large");
+  return text;
+}
+
+/** {@link runZkr} for a request already checked and encoded by {@link encodeRequest}. */
+export function runZkrEncoded(
+  operation: ZkrOperation,
+  encoded: string,
+  options: RunZkrOptions,
+): Promise<unknown> {
   return new Promise<unknown>((resolvePromise, rejectPromise) => {
-    if (!(ZKR_OPERATIONS as readonly string[]).includes(operation)) {
-      rejectPromise(new ZkrCommandError("invalid_operation"));
-      return;
-    }
     const signal = options.signal;
     if (signal?.aborted) {
       rejectPromise(new ZkrCommandError("aborted"));
       return;
     }
-    let body: Buffer;
-    try {
-      const text = JSON.stringify(input);
-      if (typeof text !== "string") throw new TypeError("not serializable");
-      body = Buffer.from(text, "utf8");
-    } catch {
-      rejectPromise(new ZkrCommandError("invalid_request"));
-      return;
-    }
-    if (body.length > MAX_REQUEST_BYTES) {
-      rejectPromise(new ZkrCommandError("request_too_large"));
-      return;
-    }
+    const body = Buffer.from(encoded, "utf8");
 
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const killGraceMs = options.killGraceMs ?? DEFAULT_KILL_GRACE_MS;
@@ -235,42 +252,4 @@ export function runZkr(operation: ZkrOperation, input: unknown, options: RunZkrO
 
     child.stdin?.end(body);
   });
-}
-
-/** A bound CLI runner: one operation, one JSON request, optional abort signal. */
-export type ZkrRunner = (operation: ZkrOperation, input: unknown, signal?: AbortSignal) => Promise<unknown>;
-
-export interface ZkrRunnerSettings {
-  command: string;
-  database: string;
-  timeoutMs?: number;
-  killGraceMs?: number;
-  maxOutputBytes?: number;
-  env?: NodeJS.ProcessEnv;
-}
-
-/**
- * Binds {@link runZkr} to one executable and database. The database's parent
- * directory is created (mode 0700) on the first call only, never at
- * registration time, so loading the plugin touches nothing on disk.
- */
-export function createZkrRunner(settings: ZkrRunnerSettings): ZkrRunner {
-  let directoryReady = false;
-  return async (operation, input, signal) => {
-    if (!directoryReady) {
-      try {
-        mkdirSync(dirname(settings.database), { recursive: true, mode: 0o700 });
-      } catch {
-        throw new ZkrCommandError("database_dir");
-      }
-      directoryReady = true;
-    }
-    const options: RunZkrOptions = { command: settings.command, database: settings.database };
-    if (signal !== undefined) options.signal = signal;
-    if (settings.timeoutMs !== undefined) options.timeoutMs = settings.timeoutMs;
-    if (settings.killGraceMs !== undefined) options.killGraceMs = settings.killGraceMs;
-    if (settings.maxOutputBytes !== undefined) options.maxOutputBytes = settings.maxOutputBytes;
-    if (settings.env !== undefined) options.env = settings.env;
-    return runZkr(operation, input, options);
-  };
 }

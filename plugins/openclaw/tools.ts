@@ -3,7 +3,8 @@ import { createHash } from "node:crypto";
 import { Type, type Static, type TSchema } from "typebox";
 
 import type { ZkrMemoryManager, ZkrScope } from "./memory.ts";
-import type { ZkrOperation, ZkrRunner } from "./runner.ts";
+import type { ZkrRunner } from "./client.ts";
+import type { ZkrOperation } from "./runner.ts";
 import type { AnyAgentTool } from "./sdk-types.ts";
 
 export const SOURCE_KINDS = [
@@ -31,7 +32,11 @@ function stringEnum<const T extends readonly string[]>(values: T, description: s
 }
 
 const nonEmpty = (description: string) => Type.String({ minLength: 1, description });
-const time = (description: string) => Type.Integer({ description });
+/** An optional integer Unix-seconds time; the plugin fills in now when the model leaves it out. */
+const time = (description: string) =>
+  Type.Optional(Type.Integer({ description: `${description} Default: now.` }));
+/** A time the caller must give (search history). */
+const requiredTime = (description: string) => Type.Integer({ description });
 const closed = { additionalProperties: false } as const;
 
 export const zkrStoreParameters = Type.Object(
@@ -39,7 +44,7 @@ export const zkrStoreParameters = Type.Object(
     kind: stringEnum(SOURCE_KINDS, "What the observation came from."),
     text: nonEmpty("The observed text, stored verbatim as evidence."),
     captured_at: time("Unix seconds when the observation was captured."),
-    recorded_at: time("Unix seconds when memory records it (usually now)."),
+    recorded_at: time("Unix seconds when memory records it."),
     claim: Type.Optional(
       Type.Object(
         {
@@ -47,7 +52,9 @@ export const zkrStoreParameters = Type.Object(
           predicate: nonEmpty("The relation, e.g. employer or prefers."),
           value: nonEmpty("The claimed value."),
           kind: stringEnum(CLAIM_KINDS, "The kind of claim."),
-          valid_from: time("Unix seconds from which the claim is true."),
+          valid_from: Type.Optional(
+            Type.Integer({ description: "Unix seconds from which the claim is true. Default: captured_at." }),
+          ),
         },
         { ...closed, description: "Optional typed claim backed by this evidence." },
       ),
@@ -65,8 +72,8 @@ export const zkrSearchParameters = Type.Object(
     as_of: Type.Optional(
       Type.Object(
         {
-          valid_at: time("Unix seconds: what was true at this time."),
-          recorded_at: time("Unix seconds: as memory knew it at this time."),
+          valid_at: requiredTime("Unix seconds: what was true at this time."),
+          recorded_at: requiredTime("Unix seconds: as memory knew it at this time."),
         },
         { ...closed, description: "Search a past state of memory instead of the current one." },
       ),
@@ -175,6 +182,50 @@ export function storeIngestionKey(request: Params): string {
   return `openclaw-store:${createHash("sha256").update(canonicalJson(request)).digest("hex")}`;
 }
 
+/** Unix seconds for a time the model left out. */
+export type DefaultClock = () => number;
+
+/**
+ * Now, in integer Unix seconds, but always after the previous default: zkr
+ * requires a correction or deletion to advance the intervals of what it amends,
+ * so a store then a correct in the same second would otherwise fail. A burst of
+ * calls runs a few seconds ahead at most.
+ */
+export function createDefaultClock(now: () => number = Date.now): DefaultClock {
+  let last = 0;
+  return () => {
+    last = Math.max(Math.floor(now() / 1000), last + 1);
+    return last;
+  };
+}
+
+/** Most `zkr_store` requests remembered for identical retries. */
+export const STORE_MEMO_SIZE = 256;
+
+/** What the tools share across agents: the default clock and the recent `zkr_store` requests. */
+export interface ToolDefaults {
+  clock: DefaultClock;
+  /** ingestion key -> the exact request sent, so a retry resends it byte for byte. */
+  stores: Map<string, Params>;
+}
+
+export function createToolDefaults(clock: DefaultClock = createDefaultClock()): ToolDefaults {
+  return { clock, stores: new Map() };
+}
+
+function remember(defaults: ToolDefaults, key: string, request: Params): void {
+  defaults.stores.set(key, request);
+  while (defaults.stores.size > STORE_MEMO_SIZE) {
+    const oldest = defaults.stores.keys().next().value;
+    if (oldest === undefined) break;
+    defaults.stores.delete(oldest);
+  }
+}
+
+function withDefault(request: Params, key: string, value: number): void {
+  if (request[key] === undefined || request[key] === null) request[key] = value;
+}
+
 interface ToolSpec<S extends TSchema> {
   name: string;
   label: string;
@@ -213,8 +264,16 @@ function cliTool<S extends TSchema>(
   });
 }
 
-/** The five explicit zkr tools, bound to one scope. */
-export function createZkrTools(runner: ZkrRunner, scope: ZkrScope): AnyAgentTool[] {
+/**
+ * The five explicit zkr tools, bound to one scope. Times the model leaves out
+ * default to now ({@link DefaultClock}); a claim's `valid_from` defaults to the
+ * source's `captured_at`.
+ */
+export function createZkrTools(
+  runner: ZkrRunner,
+  scope: ZkrScope,
+  defaults: ToolDefaults = createToolDefaults(),
+): AnyAgentTool[] {
   return [
     cliTool(runner, scope, {
       name: "zkr_store",
@@ -235,7 +294,25 @@ export function createZkrTools(runner: ZkrRunner, scope: ZkrScope): AnyAgentTool
             "valid_from",
           ]);
         }
-        return { ...request, ingestion_key: storeIngestionKey(request) };
+        // The key covers what the model asked for (times it gave included, defaults not), so a
+        // retried identical call maps to the same key; the request first sent under that key is
+        // resent as it was, defaults and all, and zkr returns the original ids.
+        const ingestionKey = storeIngestionKey(request);
+        const sent = defaults.stores.get(ingestionKey);
+        if (sent !== undefined) return structuredClone(sent);
+        const full: Params = { ...request, ingestion_key: ingestionKey };
+        if (full.captured_at === undefined || full.recorded_at === undefined) {
+          const now = defaults.clock();
+          withDefault(full, "captured_at", now);
+          withDefault(full, "recorded_at", now);
+        }
+        if (full.claim !== undefined) {
+          const claim = { ...asParams(full.claim) };
+          withDefault(claim, "valid_from", full.captured_at as number);
+          full.claim = claim;
+        }
+        remember(defaults, ingestionKey, structuredClone(full));
+        return full;
       },
     }),
     cliTool(runner, scope, {
@@ -261,6 +338,12 @@ export function createZkrTools(runner: ZkrRunner, scope: ZkrScope): AnyAgentTool
       parameters: zkrCorrectParameters,
       operation: "correct",
       keys: ["claim_id", "text", "value", "valid_at", "recorded_at"],
+      transform: (request) => {
+        const now = defaults.clock();
+        withDefault(request, "valid_at", now);
+        withDefault(request, "recorded_at", now);
+        return request;
+      },
     }),
     cliTool(runner, scope, {
       name: "zkr_delete",
@@ -270,6 +353,10 @@ export function createZkrTools(runner: ZkrRunner, scope: ZkrScope): AnyAgentTool
       parameters: zkrDeleteParameters,
       operation: "delete",
       keys: ["source_id", "deleted_at"],
+      transform: (request) => {
+        withDefault(request, "deleted_at", defaults.clock());
+        return request;
+      },
     }),
     cliTool(runner, scope, {
       name: "zkr_reflect",
@@ -278,6 +365,10 @@ export function createZkrTools(runner: ZkrRunner, scope: ZkrScope): AnyAgentTool
       parameters: zkrReflectParameters,
       operation: "review",
       keys: ["day", "summary", "evidence_ids", "recorded_at"],
+      transform: (request) => {
+        withDefault(request, "recorded_at", defaults.clock());
+        return request;
+      },
     }),
   ];
 }

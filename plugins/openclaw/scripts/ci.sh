@@ -16,7 +16,7 @@ plugin_dir=$(CDPATH= cd -- "$(dirname -- "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$plugin_dir"
 # shellcheck source=ensure-bun.sh
 source scripts/ensure-bun.sh
-chmod +x test/fixtures/*.sh 2>/dev/null || true
+chmod +x test/fixtures/* 2>/dev/null || true
 
 step() { printf '\n== %s\n' "$*"; }
 

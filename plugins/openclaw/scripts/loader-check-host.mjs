@@ -7,7 +7,7 @@
 // Usage: node loader-check-host.mjs OPENCLAW_PACKAGE_DIR PLUGIN_DIR CONFIG_JSON ZKR_COMMAND DATABASE
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
@@ -15,6 +15,21 @@ const [openclawDir, pluginDir, configPath, zkrCommand, database] = process.argv.
 const manifest = JSON.parse(readFileSync(join(pluginDir, "openclaw.plugin.json"), "utf8"));
 const openclawVersion = JSON.parse(readFileSync(join(openclawDir, "package.json"), "utf8")).version;
 let passed = 0;
+
+/** Imports the dist chunk of this OpenClaw that exports `loadOpenClawPlugins`. */
+async function findLoaderModule() {
+  const dist = join(openclawDir, "dist");
+  for (const name of readdirSync(dist)) {
+    if (!name.endsWith(".mjs")) continue;
+    const text = readFileSync(join(dist, name), "utf8");
+    const match = /export \{[^}]*\bloadOpenClawPlugins as (\w+)[,\s}]/.exec(text);
+    if (match && /^function loadOpenClawPlugins\(/m.test(text)) {
+      const module = await import(pathToFileURL(join(dist, name)).href);
+      return { loadOpenClawPlugins: module[match[1]] };
+    }
+  }
+  throw new Error("loadOpenClawPlugins not found in this OpenClaw");
+}
 
 function ok(message) {
   passed += 1;
@@ -53,9 +68,18 @@ assert.deepEqual(
 );
 const errors = (report.diagnostics ?? []).filter((d) => d.level === "error");
 assert.deepEqual(errors, [], "no error diagnostics");
+const blocked = (report.diagnostics ?? []).filter((d) => /blocked/.test(d.message ?? ""));
+assert.deepEqual(blocked, [], "no blocked hook registrations");
+// auto-recall, auto-capture and closing the zkr serve child, allowed by hooks.allowConversationAccess.
+assert.deepEqual((report.typedHooks ?? []).map((hook) => hook.name).sort(), [
+  "agent_end",
+  "before_prompt_build",
+  "gateway_stop",
+]);
+assert.equal(plugin.hookCount, 3);
 ok(
   `openclaw ${openclawVersion} plugins inspect zkr --runtime: status=${plugin.status}, kind=${plugin.kind}, ` +
-    `memory slot selected, tools=${plugin.toolNames.join(",")}`,
+    `memory slot selected, tools=${plugin.toolNames.join(",")}, hooks=agent_end,before_prompt_build,gateway_stop`,
 );
 for (const d of report.diagnostics ?? []) console.log(`   diagnostic (${d.level}): ${d.message}`);
 
@@ -92,8 +116,56 @@ assert.equal(read.status, "ok");
 assert.equal(read.text, "Sam employer Acme");
 const missing = await manager.readFile({ relPath: "zkr://claim/00000000000000000000000000000000" });
 assert.equal(missing.status, "not_found");
-await host.closeActiveMemorySearchManagers(cfg);
 ok(`host memory facade -> zkr manager: search hit ${hit.path} (score ${hit.score}), read "${read.text}"`);
+
+// 3. auto-capture and auto-recall through OpenClaw's own hook runner (the loaded plugin's
+//    registrations, with the conversation-access policy the config grants).
+const pluginRuntime = await import(
+  pathToFileURL(join(openclawDir, "dist/plugin-sdk/plugin-runtime.js")).href
+);
+if (!pluginRuntime.getGlobalHookRunner()) {
+  // The memory facade loads plugins without activating them. Load and activate the registry
+  // the way the gateway does, through OpenClaw's own loader (loadOpenClawPlugins, which is
+  // internal: found by its export name in the pinned OpenClaw's dist).
+  const loader = findLoaderModule();
+  const { loadOpenClawPlugins } = await loader;
+  loadOpenClawPlugins({ config: cfg, activate: true, throwOnLoadError: true });
+}
+const hooks = pluginRuntime.getGlobalHookRunner();
+assert.ok(hooks, "OpenClaw has no global hook runner after loading the plugin");
+assert.ok(hooks.hasHooks("agent_end"), "agent_end is not registered with the host");
+assert.ok(hooks.hasHooks("before_prompt_build"), "before_prompt_build is not registered with the host");
+const now = Date.now();
+const messages = [
+  { role: "user", content: "My sister Maya lives in Lisbon and teaches violin.", timestamp: now - 2_000 },
+  {
+    role: "assistant",
+    content: [{ type: "text", text: "Noted: Maya, Lisbon, violin." }],
+    timestamp: now - 1_000,
+  },
+];
+const hookCtx = { agentId: "main", sessionKey: "agent:main:main", sessionId: "loader-check", runId: "run-1" };
+await hooks.runAgentEnd({ runId: "run-1", messages, success: true }, hookCtx);
+await hooks.runAgentEnd({ runId: "run-1", messages, success: true }, hookCtx); // fired twice: stored once
+const turns = (await manager.search("Maya violin Lisbon", { maxResults: 10 })).filter((h) =>
+  h.path.startsWith("zkr://source/"),
+);
+assert.equal(turns.length, 1, `expected one captured turn, got ${JSON.stringify(turns)}`);
+assert.equal(
+  turns[0].snippet,
+  "User: My sister Maya lives in Lisbon and teaches violin.\nAssistant: Noted: Maya, Lisbon, violin.",
+);
+const built = await hooks.runBeforePromptBuild(
+  { prompt: "Where does Maya live?", currentUserMessage: "Where does Maya live?", messages: [] },
+  { agentId: "main", sessionKey: "agent:main:main", sessionId: "loader-check" },
+);
+assert.ok(built?.prependContext?.includes("<zkr-memory>"), `no recall block: ${JSON.stringify(built)}`);
+assert.ok(built.prependContext.includes("Maya lives in Lisbon"), built.prependContext);
+await hooks.runGatewayStop({ reason: "loader check" }, {});
+ok(
+  `OpenClaw hook runner -> agent_end captured the turn once (${turns[0].path}), before_prompt_build recalled it`,
+);
+await host.closeActiveMemorySearchManagers(cfg);
 
 console.log(`loader check: ${passed} passed, 0 failed`);
 process.exit(0);

@@ -10,6 +10,8 @@
 #   1. openclaw plugins inspect zkr --runtime --json   (plugin loaded from this
 #      directory via plugins.load.paths, selected in plugins.slots.memory)
 #   2. the host memory facade loads the plugin and searches/reads through it
+#   3. OpenClaw's own hook runner fires agent_end (auto-capture) and
+#      before_prompt_build (auto-recall) into the loaded plugin, then gateway_stop
 #   3. scripts/node-smoke.ts: tools + runner safety under that Node.js
 #   4. the built dist/index.js imports under that Node.js
 # Uses the real zkr CLI: $ZKR_TEST_COMMAND or test/fixtures/zkr-python.sh.
@@ -79,7 +81,14 @@ database="$sandbox/data/memory.db"
       allow: ["zkr"],
       load: { paths: [pluginDir] },
       slots: { memory: "zkr" },
-      entries: { zkr: { enabled: true, config: { command, database } } },
+      entries: {
+        zkr: {
+          enabled: true,
+          // auto-recall (before_prompt_build) and auto-capture (agent_end) read the conversation.
+          hooks: { allowConversationAccess: true },
+          config: { command, database },
+        },
+      },
     },
   };
   require("node:fs").writeFileSync(path, JSON.stringify(config, null, 2));

@@ -7,10 +7,13 @@
  * (ZKR_COMMAND is the real zkr CLI, e.g. test/fixtures/zkr-python.sh).
  */
 import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
+import { createZkrRunner } from "../client.ts";
 import { registerZkr, runZkr, ZKR_COMMAND_FAILED } from "../index.ts";
 import type { AnyAgentTool, MemoryPluginCapability } from "../sdk-types.ts";
 
@@ -21,6 +24,8 @@ if (!zkrCommand) {
 }
 
 const dir = mkdtempSync(join(tmpdir(), "zkr-openclaw-node-smoke-"));
+const pluginDir = join(dirname(fileURLToPath(import.meta.url)), "..");
+const fakeServe = join(pluginDir, "test", "fixtures", "fake-serve.py");
 let passed = 0;
 let failed = 0;
 
@@ -63,12 +68,19 @@ async function expectRedacted(promise: Promise<unknown>, kind: string): Promise<
 try {
   const capabilities: MemoryPluginCapability[] = [];
   const factories: Array<(ctx: { agentId?: string }) => AnyAgentTool[]> = [];
+  const hooks = new Map<string, (event: unknown, ctx: unknown) => unknown>();
   const api = {
     pluginConfig: { command: zkrCommand, database: join(dir, "db", "memory.db"), tenant: "smoke" },
     registerMemoryCapability: (capability: MemoryPluginCapability) => capabilities.push(capability),
     registerTool: (factory: (ctx: { agentId?: string }) => AnyAgentTool[]) => factories.push(factory),
+    on: (name: string, handler: (event: unknown, ctx: unknown) => unknown) => hooks.set(name, handler),
+    logger: {
+      info: () => {},
+      warn: (message: string) => console.log(`   warn: ${message}`),
+      error: () => {},
+    },
   };
-  registerZkr(api as never, { home: join(dir, "home") });
+  const registration = registerZkr(api as never, { home: join(dir, "home") });
   const tools = new Map(factories.flatMap((factory) => factory({ agentId: "main" })).map((t) => [t.name, t]));
   const call = async (name: string, params: unknown) =>
     (await tools.get(name)!.execute("smoke", params)).details;
@@ -97,6 +109,73 @@ try {
       await capabilities[0]!.runtime!.getMemorySearchManager({ cfg: {} as never, agentId: "main" })
     ).manager!;
     assert.equal(manager.status().provider, "zkr");
+  });
+
+  await check(
+    "auto-capture then auto-recall through the real zkr (agent_end, before_prompt_build)",
+    async () => {
+      const now = Date.now();
+      const messages = [
+        { role: "user", content: "I keep bees on the roof of my flat.", timestamp: now - 2_000 },
+        {
+          role: "assistant",
+          content: [{ type: "text", text: "Bees on the roof, noted." }],
+          timestamp: now - 1_000,
+        },
+      ];
+      const ctx = { agentId: "main", sessionId: "smoke-session", runId: "smoke-run" };
+      await hooks.get("agent_end")!({ runId: "smoke-run", messages, success: true }, ctx);
+      await hooks.get("agent_end")!({ runId: "smoke-run", messages, success: true }, ctx);
+      const found = (await call("zkr_search", { query: "bees roof" })) as {
+        items: Array<{ memory: { kind: string } }>;
+      };
+      assert.equal(found.items.filter((item) => item.memory.kind === "source").length, 1);
+      const recall = (await hooks.get("before_prompt_build")!(
+        { prompt: "Where are my bees?", currentUserMessage: "Where are my bees?", messages: [] },
+        { agentId: "main" },
+      )) as { prependContext: string };
+      assert.ok(recall.prependContext.includes("I keep bees on the roof"), recall.prependContext);
+      console.log(`   transport: ${(registration.runner as unknown as { transport(): string }).transport()}`);
+      await registration.close();
+    },
+  );
+
+  await check("zkr serve client under Node: one child, restart after a crash", async () => {
+    const runner = createZkrRunner({
+      command: fakeServe,
+      database: join(dir, "serve", "m.db"),
+      env: { ...process.env, FAKE_SERVE_GRAMMAR: "first" },
+    });
+    const first = (await runner("search", { query: "a" })) as { pid: number };
+    const second = (await runner("search", { query: "b" })) as { pid: number };
+    assert.equal(first.pid, second.pid);
+    await assert.rejects(runner("search", { query: "crash" }));
+    const third = (await runner("search", { query: "c" })) as { pid: number };
+    assert.notEqual(third.pid, first.pid);
+    assert.equal(runner.transport(), "serve");
+    await runner.close();
+    assert.ok(!alive(third.pid));
+  });
+
+  await check("an idle zkr serve child does not keep the Node host alive", async () => {
+    const code = `
+      const { createZkrRunner } = await import(${JSON.stringify(pathToFileURL(join(pluginDir, "client.ts")).href)});
+      const runner = createZkrRunner({ command: ${JSON.stringify(fakeServe)}, database: ${JSON.stringify(join(dir, "idle", "m.db"))} });
+      const answer = await runner("search", { query: "a" });
+      console.log(answer.pid);
+    `;
+    const started = Date.now();
+    const host = spawnSync(process.execPath, ["--input-type=module", "-e", code], {
+      encoding: "utf8",
+      timeout: 30_000,
+    });
+    assert.equal(host.status, 0, host.stderr);
+    assert.ok(Date.now() - started < 15_000, "the host waited for its idle child");
+    // The child gets EOF when the host exits and ends on its own.
+    const pid = Number(host.stdout.trim());
+    const deadline = Date.now() + 5_000;
+    while (alive(pid) && Date.now() < deadline) await new Promise((done) => setTimeout(done, 50));
+    assert.ok(!alive(pid), "the serve child outlived its host");
   });
 
   const db = join(dir, "x.db");

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
 import type { ZkrPluginApi } from "../index.ts";
-import type { ZkrOperation, ZkrRunner } from "../runner.ts";
+import type { ZkrRunner } from "../client.ts";
+import type { ZkrOperation } from "../runner.ts";
 import type { AnyAgentTool, MemoryPluginCapability, OpenClawPluginToolContext } from "../sdk-types.ts";
 
 export const PLUGIN_DIR = resolve(import.meta.dir, "..");
@@ -56,12 +57,26 @@ export interface RegisteredTool {
   names: string[];
 }
 
+/** A registered typed hook handler (`api.on`). */
+export type HookHandler = (event: any, ctx: any) => unknown;
+
 /** Records what the plugin registers; stands in for OpenClaw's plugin API. */
 export function fakeApi(pluginConfig?: Record<string, unknown>) {
   const capabilities: MemoryPluginCapability[] = [];
   const tools: RegisteredTool[] = [];
+  const hooks = new Map<string, HookHandler[]>();
+  const logs: string[] = [];
   const api = {
     pluginConfig,
+    logger: {
+      debug: (message: string) => logs.push(`debug ${message}`),
+      info: (message: string) => logs.push(`info ${message}`),
+      warn: (message: string) => logs.push(`warn ${message}`),
+      error: (message: string) => logs.push(`error ${message}`),
+    },
+    on(name: string, handler: HookHandler) {
+      hooks.set(name, [...(hooks.get(name) ?? []), handler]);
+    },
     registerMemoryCapability(capability: MemoryPluginCapability) {
       capabilities.push(capability);
     },
@@ -73,7 +88,19 @@ export function fakeApi(pluginConfig?: Record<string, unknown>) {
       });
     },
   } as unknown as ZkrPluginApi;
-  return { api, capabilities, tools };
+  return { api, capabilities, tools, hooks, logs };
+}
+
+/** Runs the single handler registered for a hook. */
+export async function runHook(
+  hooks: Map<string, HookHandler[]>,
+  name: string,
+  event: unknown,
+  ctx: unknown = {},
+): Promise<unknown> {
+  const handlers = hooks.get(name) ?? [];
+  if (handlers.length !== 1) throw new Error(`expected one ${name} handler, found ${handlers.length}`);
+  return handlers[0]!(event, ctx);
 }
 
 /** Builds every registered tool for one agent and indexes them by name. */

@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
 import entry, { PLUGIN_DESCRIPTION, PLUGIN_ID, PLUGIN_NAME, registerZkr } from "../index.ts";
-import { CONFIG_JSON_SCHEMA, resolveConfig, ZkrConfigError } from "../config.ts";
+import { CONFIG_JSON_SCHEMA, DEFAULT_RECALL_MIN_SCORE, resolveConfig, ZkrConfigError } from "../config.ts";
+import { CAPTURE_MAX_CHARS, lastTurn, RECALL_CLOSE, RECALL_HEADER, RECALL_OPEN } from "../hooks.ts";
 import { MEMORY_PROMPT_LINE } from "../memory.ts";
 import { ZKR_COMMAND_FAILED, ZkrCommandError } from "../runner.ts";
 import { MEMORY_TOOL_NAMES, storeIngestionKey, ZKR_TOOL_NAMES } from "../tools.ts";
@@ -14,6 +15,7 @@ import {
   fakeRunner,
   PLUGIN_DIR,
   rejection,
+  runHook,
   tempDir,
   tool,
   toolsFor,
@@ -54,15 +56,31 @@ describe("manifest and package", () => {
     expect(new Set(manifest.contracts.tools).size).toBe(7);
   });
 
-  test("config schema: four optional non-empty strings, closed, no defaults; entry uses the same schema", () => {
+  test("config schema: optional settings, closed, no schema defaults; entry uses the same schema", () => {
     const schema = manifest.configSchema;
     expect(schema).toEqual(JSON.parse(JSON.stringify(CONFIG_JSON_SCHEMA)));
     expect(schema.additionalProperties).toBe(false);
     expect(schema.required).toBeUndefined();
-    expect(Object.keys(schema.properties).sort()).toEqual(["command", "database", "person", "tenant"]);
+    expect(Object.keys(schema.properties).sort()).toEqual([
+      "autoCapture",
+      "autoRecall",
+      "command",
+      "database",
+      "minScore",
+      "person",
+      "recallLimit",
+      "serve",
+      "tenant",
+    ]);
+    for (const key of ["command", "database", "person", "tenant"]) {
+      expect(schema.properties[key].type).toBe("string");
+      expect(schema.properties[key].minLength).toBe(1);
+    }
+    for (const key of ["autoCapture", "autoRecall", "serve"])
+      expect(schema.properties[key].type).toBe("boolean");
+    expect(schema.properties.minScore).toMatchObject({ type: "number", minimum: 0, maximum: 1 });
+    expect(schema.properties.recallLimit).toMatchObject({ type: "integer", minimum: 1, maximum: 20 });
     for (const property of Object.values(schema.properties) as Record<string, unknown>[]) {
-      expect(property.type).toBe("string");
-      expect(property.minLength).toBe(1);
       expect(property.default).toBeUndefined();
     }
     const entrySchema = entry.configSchema;
@@ -152,6 +170,11 @@ describe("registration against a fake API", () => {
       database: join(FAKE_HOME, ".zkr", "memory.db"),
       databaseConfigured: false,
       tenant: "openclaw",
+      autoRecall: true,
+      autoCapture: true,
+      minScore: DEFAULT_RECALL_MIN_SCORE,
+      recallLimit: 5,
+      serve: true,
     });
     expect(existsSync(FAKE_HOME)).toBe(false);
   });
@@ -256,12 +279,12 @@ describe("scope and tools", () => {
     expect(calls.map((call) => call.input.person_id)).toEqual(["sam", "sam"]);
   });
 
-  test("zkr_store requires captured_at and recorded_at; zkr_correct valid_at and recorded_at; zkr_search exposes as_of", () => {
+  test("times are optional (the plugin fills in now); zkr_search exposes as_of", () => {
     const built = toolsFor(setup().tools);
     const schemaOf = (name: string) =>
       tool(built, name).parameters as unknown as { required: string[]; properties: Record<string, any> };
     const store = schemaOf("zkr_store");
-    expect(store.required.sort()).toEqual(["captured_at", "kind", "recorded_at", "text"]);
+    expect(store.required.sort()).toEqual(["kind", "text"]);
     expect(store.properties.captured_at.type).toBe("integer");
     expect(store.properties.kind.enum).toEqual([
       "conversation",
@@ -273,7 +296,8 @@ describe("scope and tools", () => {
     ]);
     const claim = store.properties.claim;
     expect(claim.additionalProperties).toBe(false);
-    expect(claim.required.sort()).toEqual(["kind", "predicate", "subject", "valid_from", "value"]);
+    expect(claim.required.sort()).toEqual(["kind", "predicate", "subject", "value"]);
+    expect(claim.properties.valid_from.type).toBe("integer");
     expect(claim.properties.kind.enum).toEqual([
       "fact",
       "profile_fact",
@@ -284,16 +308,17 @@ describe("scope and tools", () => {
     ]);
     expect(store.properties.valid_at).toBeUndefined();
     const correct = schemaOf("zkr_correct");
-    expect(correct.required.sort()).toEqual(["claim_id", "recorded_at", "text", "valid_at", "value"]);
+    expect(correct.required.sort()).toEqual(["claim_id", "text", "value"]);
+    expect(correct.properties.valid_at.type).toBe("integer");
     expect(correct.properties.occurred_at).toBeUndefined();
     const search = schemaOf("zkr_search");
     expect(search.required).toEqual(["query"]);
     expect(search.properties.as_of.required.sort()).toEqual(["recorded_at", "valid_at"]);
     expect(search.properties.as_of.additionalProperties).toBe(false);
     expect(search.properties.limit).toMatchObject({ minimum: 1, maximum: 100 });
-    expect(schemaOf("zkr_delete").required.sort()).toEqual(["deleted_at", "source_id"]);
+    expect(schemaOf("zkr_delete").required.sort()).toEqual(["source_id"]);
     const reflect = schemaOf("zkr_reflect");
-    expect(reflect.required.sort()).toEqual(["day", "evidence_ids", "recorded_at", "summary"]);
+    expect(reflect.required.sort()).toEqual(["day", "evidence_ids", "summary"]);
     expect(reflect.properties.evidence_ids.items.minLength).toBe(1);
     const memorySearch = schemaOf("memory_search");
     expect(memorySearch.required).toEqual(["query"]);
@@ -436,6 +461,11 @@ describe("config", () => {
       database: "/home/u/m/x.db",
       databaseConfigured: true,
       tenant: "openclaw",
+      autoRecall: true,
+      autoCapture: true,
+      minScore: DEFAULT_RECALL_MIN_SCORE,
+      recallLimit: 5,
+      serve: true,
     });
     expect(resolveConfig({ database: "~" }, { home: "/home/u" }).database).toBe("/home/u");
     expect(resolveConfig({ database: "~other/x.db" }, { home: "/home/u", cwd: "/w" }).database).toBe(
@@ -460,5 +490,256 @@ describe("config", () => {
     expect(() => resolveConfig({ tenant: "  " })).toThrow(ZkrConfigError);
     expect(() => resolveConfig({ database: 3 })).toThrow(ZkrConfigError);
     expect(() => resolveConfig([])).toThrow(ZkrConfigError);
+    expect(() => resolveConfig({ autoRecall: "no" })).toThrow(ZkrConfigError);
+    expect(() => resolveConfig({ minScore: 1.5 })).toThrow(ZkrConfigError);
+    expect(() => resolveConfig({ recallLimit: 2.5 })).toThrow(ZkrConfigError);
+    expect(() => resolveConfig({ recallLimit: 21 })).toThrow(ZkrConfigError);
+    const custom = resolveConfig({
+      autoRecall: false,
+      autoCapture: false,
+      minScore: 0,
+      recallLimit: 3,
+      serve: false,
+    });
+    expect(custom).toMatchObject({
+      autoRecall: false,
+      autoCapture: false,
+      minScore: 0,
+      recallLimit: 3,
+      serve: false,
+    });
+  });
+});
+
+describe("default times", () => {
+  const NOW_MS = 1_800_000_000_500;
+
+  function timed(handler?: Parameters<typeof fakeRunner>[0]) {
+    const { runner, calls } = fakeRunner(handler ?? (() => ({ ok: true })));
+    const { api, tools } = fakeApi();
+    registerZkr(api, { runner, home: FAKE_HOME, now: () => NOW_MS });
+    return { built: toolsFor(tools, "a"), calls };
+  }
+
+  test("left-out times are now; valid_from follows captured_at; each default advances past the last", async () => {
+    const { built, calls } = timed();
+    await callTool(built, "zkr_store", {
+      kind: "conversation",
+      text: "Sam works at Acme",
+      claim: { subject: "Sam", predicate: "employer", value: "Acme", kind: "fact" },
+    });
+    await callTool(built, "zkr_store", { kind: "document", text: "given", captured_at: 5, recorded_at: 6 });
+    await callTool(built, "zkr_correct", { claim_id: "c", text: "now Beta", value: "Beta" });
+    await callTool(built, "zkr_delete", { source_id: "s" });
+    await callTool(built, "zkr_reflect", { day: "2027-01-15", summary: "s", evidence_ids: ["e"] });
+    const [store, given, correct, del, review] = calls.map((call) => call.input);
+    expect(store).toMatchObject({ captured_at: 1_800_000_000, recorded_at: 1_800_000_000 });
+    expect((store!.claim as Record<string, unknown>).valid_from).toBe(1_800_000_000);
+    expect(given).toMatchObject({ captured_at: 5, recorded_at: 6 });
+    expect(correct).toMatchObject({ valid_at: 1_800_000_001, recorded_at: 1_800_000_001 });
+    expect(del).toMatchObject({ deleted_at: 1_800_000_002 });
+    expect(review).toMatchObject({ recorded_at: 1_800_000_003 });
+  });
+
+  test("a retried zkr_store with defaulted times resends the identical request (same ingestion key)", async () => {
+    const { built, calls } = timed();
+    const params = { kind: "conversation", text: "retry me" };
+    await callTool(built, "zkr_store", params);
+    await callTool(built, "zkr_correct", { claim_id: "c", text: "t", value: "v" }); // the clock moves on
+    await callTool(built, "zkr_store", params);
+    expect(calls[2]!.input).toEqual(calls[0]!.input);
+    await callTool(built, "zkr_store", { ...params, text: "another" });
+    expect(calls[3]!.input.ingestion_key).not.toBe(calls[0]!.input.ingestion_key);
+  });
+});
+
+describe("auto-recall and auto-capture hooks", () => {
+  const hit = (id: string, points: number, excerpt: string) => ({
+    evidence_ids: [`e-${id}`],
+    excerpt,
+    memory: { id, kind: "claim" },
+    relevance_basis_points: points,
+  });
+
+  function hooked(pluginConfig?: Record<string, unknown>, handler?: Parameters<typeof fakeRunner>[0]) {
+    const { runner, calls } = fakeRunner(handler);
+    const fake = fakeApi(pluginConfig);
+    registerZkr(fake.api, { runner, home: FAKE_HOME, now: () => 1_800_000_000_000 });
+    return { ...fake, calls };
+  }
+
+  test("both hooks are on by default and each can be switched off", () => {
+    expect([...hooked().hooks.keys()].sort()).toEqual(["agent_end", "before_prompt_build"]);
+    expect([...hooked({ autoRecall: false }).hooks.keys()]).toEqual(["agent_end"]);
+    expect([...hooked({ autoCapture: false }).hooks.keys()]).toEqual(["before_prompt_build"]);
+    expect([...hooked({ autoRecall: false, autoCapture: false }).hooks.keys()]).toEqual([]);
+  });
+
+  test("auto-recall searches the current user message and injects hits above the floor, cited", async () => {
+    const { hooks, calls } = hooked({ minScore: 0.5, recallLimit: 2 }, () => ({
+      items: [
+        hit("c-1", 9000, "Sam works at Acme"),
+        hit("c-2", 6000, "Sam likes\n oolong tea"),
+        hit("c-3", 5500, "third"),
+        hit("c-4", 4000, "below the floor"),
+      ],
+      gaps: [],
+    }));
+    const result = (await runHook(
+      hooks,
+      "before_prompt_build",
+      { prompt: "history... Where does Sam work?", currentUserMessage: "Where does Sam work?", messages: [] },
+      { agentId: "main" },
+    )) as { prependContext: string };
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.operation).toBe("search");
+    expect(calls[0]!.input).toEqual({
+      tenant_id: "openclaw",
+      person_id: "main",
+      query: "Where does Sam work?",
+      limit: 100,
+    });
+    expect(result.prependContext).toBe(
+      [
+        RECALL_OPEN,
+        RECALL_HEADER,
+        "- Sam works at Acme [evidence: e-c-1]",
+        "- Sam likes oolong tea [evidence: e-c-2]",
+        RECALL_CLOSE,
+      ].join("\n"),
+    );
+    expect(calls[0]!.signal).toBeInstanceOf(AbortSignal);
+  });
+
+  test("auto-recall adds nothing for a blank message, no hit above the floor, or a failing search", async () => {
+    const low = hooked({ minScore: 0.95 }, () => ({ items: [hit("c-1", 9000, "x")], gaps: [] }));
+    expect(await runHook(low.hooks, "before_prompt_build", { prompt: "Sam?", messages: [] })).toBeUndefined();
+    expect(await runHook(low.hooks, "before_prompt_build", { prompt: "  ", messages: [] })).toBeUndefined();
+    expect(low.calls).toHaveLength(1);
+    const failing = hooked(undefined, () => {
+      throw new ZkrCommandError("timeout");
+    });
+    expect(
+      await runHook(failing.hooks, "before_prompt_build", { prompt: "Sam?", messages: [] }),
+    ).toBeUndefined();
+    expect(failing.logs).toContain("warn zkr: auto-recall skipped (timeout)");
+  });
+
+  test("auto-recall's query never contains an earlier injected block", async () => {
+    const { hooks, calls } = hooked(undefined, () => ({ items: [], gaps: [] }));
+    await runHook(hooks, "before_prompt_build", {
+      prompt: `${RECALL_OPEN}\nold memory\n${RECALL_CLOSE}\n\nWhat now?`,
+      messages: [],
+    });
+    expect(calls[0]!.input.query).toBe("What now?");
+  });
+
+  const turn = (user: unknown, assistant: unknown, extra: unknown[] = []) => [
+    { role: "user", content: "earlier", timestamp: 1_700_000_000_000 },
+    { role: "assistant", content: [{ type: "text", text: "earlier reply" }], timestamp: 1_700_000_001_000 },
+    { role: "user", content: user, timestamp: 1_800_000_100_000 },
+    {
+      role: "assistant",
+      content: [{ type: "toolCall", id: "t", name: "x", arguments: {} }],
+      timestamp: 1_800_000_101_000,
+    },
+    { role: "toolResult", content: [{ type: "text", text: "tool output" }], timestamp: 1_800_000_102_000 },
+    { role: "assistant", content: assistant, timestamp: 1_800_000_105_000 },
+    ...extra,
+  ];
+
+  test("auto-capture stores the last turn once, keyed by session and turn, with the messages' times", async () => {
+    const { hooks, calls } = hooked({ tenant: "t" }, () => ({
+      source_id: "s",
+      evidence_id: "e",
+      claim_id: null,
+    }));
+    const messages = turn(
+      [{ type: "text", text: `${RECALL_OPEN}\n- injected\n${RECALL_CLOSE}\n\nI moved to Porto` }],
+      [
+        { type: "thinking", thinking: "hidden" },
+        { type: "text", text: "Porto it is." },
+      ],
+    );
+    const ctx = { agentId: "main", sessionKey: "agent:main:main", sessionId: "sess-1", runId: "run-1" };
+    await runHook(hooks, "agent_end", { runId: "run-1", messages, success: true }, ctx);
+    expect(calls).toHaveLength(1);
+    const request = calls[0]!.input;
+    expect(calls[0]!.operation).toBe("remember");
+    expect(request).toEqual({
+      tenant_id: "t",
+      person_id: "main",
+      kind: "conversation",
+      text: "User: I moved to Porto\nAssistant: Porto it is.",
+      captured_at: 1_800_000_100,
+      recorded_at: 1_800_000_105,
+      ingestion_key: request.ingestion_key,
+    });
+    expect(request.ingestion_key).toMatch(/^openclaw-turn:[0-9a-f]{64}$/);
+
+    // The same turn again (a re-fired agent_end, a retried run): the same request.
+    await runHook(
+      hooks,
+      "agent_end",
+      { runId: "run-2", messages, success: true },
+      { ...ctx, runId: "run-2" },
+    );
+    expect(calls[1]!.input).toEqual(request);
+    // Another session or a later turn gets another key.
+    await runHook(hooks, "agent_end", { messages, success: true }, { ...ctx, sessionId: "sess-2" });
+    expect(calls[2]!.input.ingestion_key).not.toBe(request.ingestion_key);
+    const later = [
+      ...messages,
+      { role: "user", content: "next", timestamp: 1_800_000_200_000 },
+      { role: "assistant", content: [{ type: "text", text: "ok" }], timestamp: 1_800_000_201_000 },
+    ];
+    await runHook(hooks, "agent_end", { messages: later, success: true }, ctx);
+    expect(calls[3]!.input.ingestion_key).not.toBe(request.ingestion_key);
+    expect(calls[3]!.input.text).toBe("User: next\nAssistant: ok");
+  });
+
+  test("auto-capture skips failed runs, cron/heartbeat runs and turns without text; failures are logged", async () => {
+    const { hooks, calls, logs } = hooked(undefined, () => {
+      throw new ZkrCommandError("exit");
+    });
+    const messages = turn("hello", [{ type: "text", text: "hi" }]);
+    await runHook(hooks, "agent_end", { messages, success: false }, {});
+    await runHook(hooks, "agent_end", { messages, success: true }, { trigger: "cron" });
+    await runHook(hooks, "agent_end", { messages, success: true }, { trigger: "heartbeat" });
+    await runHook(
+      hooks,
+      "agent_end",
+      { messages: turn("  ", [{ type: "text", text: "x" }]), success: true },
+      {},
+    );
+    await runHook(hooks, "agent_end", { messages: turn("q", [{ type: "toolCall" }]), success: true }, {});
+    await runHook(hooks, "agent_end", { messages: [], success: true }, {});
+    expect(calls).toHaveLength(0);
+    await runHook(hooks, "agent_end", { messages, success: true }, { trigger: "user" });
+    expect(calls).toHaveLength(1);
+    expect(calls[0]!.input.person_id).toBe("default");
+    expect(logs).toContain("warn zkr: auto-capture failed (exit)");
+  });
+
+  test("auto-capture without message times uses now, and long sides are cut", async () => {
+    const { hooks, calls } = hooked(undefined, () => ({}));
+    const long = "x".repeat(CAPTURE_MAX_CHARS + 10);
+    await runHook(
+      hooks,
+      "agent_end",
+      {
+        messages: [
+          { role: "user", content: long },
+          { role: "assistant", content: [{ type: "text", text: "ok" }] },
+        ],
+        success: true,
+      },
+      {},
+    );
+    const request = calls[0]!.input;
+    expect(request.captured_at).toBe(1_800_000_000);
+    expect(request.recorded_at).toBe(1_800_000_000);
+    expect((request.text as string).length).toBeLessThan(CAPTURE_MAX_CHARS + 40);
+    expect(lastTurn([{ role: "user", content: "only a question" }])).toBeUndefined();
   });
 });

@@ -3,11 +3,13 @@
  * $ZKR_TEST_COMMAND, else test/fixtures/zkr-python.sh, which runs
  * `python -m zkr` from ../../src with the repository's .venv (or $ZKR_PYTHON).
  */
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 
-import { registerZkr } from "../index.ts";
+import { RECALL_OPEN } from "../hooks.ts";
+import { registerZkr, type ZkrRegistration } from "../index.ts";
 import { ZKR_COMMAND_FAILED } from "../runner.ts";
 import {
   callTool,
@@ -15,12 +17,33 @@ import {
   fakeApi,
   REAL_ZKR_COMMAND,
   rejection,
+  runHook,
   tempDir,
   tool,
   toolsFor,
 } from "./helpers.ts";
 
+const registrations: ZkrRegistration[] = [];
+afterEach(async () => {
+  for (const registration of registrations.splice(0)) await registration.close();
+});
 afterAll(cleanupTempDirs);
+
+/**
+ * How the plugin must reach this zkr: `serve` when it has `zkr serve`, else
+ * `cli` (the fallback). Asked once, the way the runner asks: an older zkr
+ * answers `serve --db DB` with its usage error.
+ */
+function expectedTransport(): "serve" | "cli" {
+  const dir = tempDir("zkr-openclaw-probe-");
+  const probe = spawnSync(REAL_ZKR_COMMAND, ["serve", "--db", join(dir, "probe.db")], {
+    input: "",
+    encoding: "utf8",
+    timeout: 60_000,
+  });
+  return probe.status === 0 && !probe.stderr.includes("usage:") ? "serve" : "cli";
+}
+const EXPECTED_TRANSPORT = expectedTransport();
 
 const TIMEOUT = 60_000;
 const T0 = 1_767_225_600; // 2026-01-01T00:00:00Z
@@ -28,12 +51,17 @@ const T0 = 1_767_225_600; // 2026-01-01T00:00:00Z
 function plugin(extraConfig: Record<string, unknown> = {}) {
   const home = tempDir("zkr-openclaw-home-");
   const database = join(home, "data", "memory.db");
-  const { api, capabilities, tools } = fakeApi({ command: REAL_ZKR_COMMAND, database, ...extraConfig });
+  const { api, capabilities, tools, hooks } = fakeApi({
+    command: REAL_ZKR_COMMAND,
+    database,
+    ...extraConfig,
+  });
   const registration = registerZkr(api, { home });
+  registrations.push(registration);
   const runtime = capabilities[0]!.runtime!;
   const managerFor = async (agentId: string) =>
     (await runtime.getMemorySearchManager({ cfg: {} as never, agentId })).manager!;
-  return { database, tools, registration, managerFor, home };
+  return { database, tools, hooks, registration, managerFor, home };
 }
 
 interface RememberResult {
@@ -241,6 +269,116 @@ describe("real zkr CLI", () => {
       expect(await manager.readFile({ relPath: `zkr://claim/${corrected.claim_id}` })).toMatchObject({
         status: "not_found",
       });
+    },
+    TIMEOUT,
+  );
+
+  test(
+    `reaches zkr through ${EXPECTED_TRANSPORT === "serve" ? "one zkr serve child" : "the CLI fallback (this zkr has no serve)"}`,
+    async () => {
+      const { tools, registration } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      await callTool(built, "zkr_store", storeAcme);
+      await callTool(built, "zkr_search", { query: "Acme" });
+      expect(registration.runner).toHaveProperty("transport");
+      expect((registration.runner as unknown as { transport(): string }).transport()).toBe(
+        EXPECTED_TRANSPORT,
+      );
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "tools default their times to now: store then correct then delete in one go",
+    async () => {
+      const { tools } = plugin();
+      const built = toolsFor(tools, "agent-a");
+      const stored = (await callTool(built, "zkr_store", {
+        kind: "conversation",
+        text: "Robin drinks oat milk.",
+        claim: { subject: "Robin", predicate: "drinks", value: "oat milk", kind: "preference" },
+      })) as RememberResult;
+      const corrected = (await callTool(built, "zkr_correct", {
+        claim_id: stored.claim_id,
+        text: "Robin switched to soy milk.",
+        value: "soy milk",
+      })) as { claim_id: string; source_id: string; superseded_claim_id: string };
+      expect(corrected.superseded_claim_id).toBe(stored.claim_id!);
+      const deleted = (await callTool(built, "zkr_delete", { source_id: corrected.source_id })) as {
+        claim_count: number;
+      };
+      expect(deleted.claim_count).toBe(1);
+      const again = (await callTool(built, "zkr_store", {
+        kind: "conversation",
+        text: "Robin drinks oat milk.",
+        claim: { subject: "Robin", predicate: "drinks", value: "oat milk", kind: "preference" },
+      })) as RememberResult;
+      expect(again).toEqual(stored); // a retried identical store: the same ids, no duplicate
+    },
+    TIMEOUT,
+  );
+
+  test(
+    "auto-capture stores each completed turn once; auto-recall injects it for a later question",
+    async () => {
+      const { hooks, tools } = plugin({ person: "pat" });
+      const now = Date.now();
+      const messages = [
+        {
+          role: "user",
+          content: "My sister Maya lives in Lisbon and teaches violin.",
+          timestamp: now - 5_000,
+        },
+        {
+          role: "assistant",
+          content: [{ type: "text", text: "Noted: Maya, Lisbon, violin." }],
+          timestamp: now - 4_000,
+        },
+      ];
+      const ctx = { agentId: "main", sessionKey: "agent:main:main", sessionId: "s-1", runId: "r-1" };
+      await runHook(hooks, "agent_end", { runId: "r-1", messages, success: true }, ctx);
+      await runHook(hooks, "agent_end", { runId: "r-1", messages, success: true }, ctx); // re-fired
+      await runHook(hooks, "agent_end", { runId: "r-2", messages, success: true }, { ...ctx, runId: "r-2" });
+
+      const built = toolsFor(tools, "main");
+      const found = (await callTool(built, "zkr_search", { query: "Maya violin Lisbon" })) as {
+        items: Array<{ excerpt: string; memory: { kind: string; id: string } }>;
+      };
+      const turns = found.items.filter((item) => item.memory.kind === "source");
+      expect(turns).toHaveLength(1);
+      expect(turns[0]!.excerpt).toBe(
+        "User: My sister Maya lives in Lisbon and teaches violin.\nAssistant: Noted: Maya, Lisbon, violin.",
+      );
+
+      const recall = (await runHook(
+        hooks,
+        "before_prompt_build",
+        { prompt: "Where does Maya live?", currentUserMessage: "Where does Maya live?", messages: [] },
+        { agentId: "main" },
+      )) as { prependContext: string } | undefined;
+      expect(recall?.prependContext.startsWith(RECALL_OPEN)).toBe(true);
+      expect(recall!.prependContext).toContain("Maya lives in Lisbon");
+      expect(recall!.prependContext).toMatch(/\[evidence: [0-9a-f]{32}\]/);
+
+      // The recalled block is not captured back: the next turn stores only what the user said.
+      const next = [
+        ...messages,
+        {
+          role: "user",
+          content: `${recall!.prependContext}\n\nWhere does Maya live?`,
+          timestamp: now - 1_000,
+        },
+        { role: "assistant", content: [{ type: "text", text: "In Lisbon." }], timestamp: now },
+      ];
+      await runHook(hooks, "agent_end", { messages: next, success: true }, { ...ctx, runId: "r-3" });
+      const second = (await callTool(built, "zkr_search", { query: "Where does Maya live" })) as {
+        items: Array<{ excerpt: string; memory: { kind: string } }>;
+      };
+      const excerpts = second.items
+        .filter((item) => item.memory.kind === "source")
+        .map((item) => item.excerpt);
+      expect(excerpts).toContain("User: Where does Maya live?\nAssistant: In Lisbon.");
+      expect(excerpts.join("\n")).not.toContain(RECALL_OPEN);
     },
     TIMEOUT,
   );

@@ -2,8 +2,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
+import { createZkrRunner } from "../client.ts";
 import {
-  createZkrRunner,
   MAX_OUTPUT_BYTES,
   MAX_REQUEST_BYTES,
   runZkr,
@@ -307,7 +307,8 @@ describe("createZkrRunner", () => {
     const dir = tempDir();
     const command = script(dir, "ok.sh", `cat >/dev/null; echo '{}'`);
     const database = join(dir, "nested", "deeper", "memory.db");
-    const runner = createZkrRunner({ command, database });
+    const runner = createZkrRunner({ command, database, serve: false });
+    expect(runner.transport()).toBe("cli");
     expect(existsSync(join(dir, "nested"))).toBe(false);
     await runner("search", {});
     expect(existsSync(join(dir, "nested", "deeper"))).toBe(true);
@@ -317,7 +318,7 @@ describe("createZkrRunner", () => {
     const dir = tempDir();
     const command = script(dir, "ok.sh", `cat >/dev/null; echo '{}'`);
     const blocker = script(dir, "file-not-dir", "");
-    const runner = createZkrRunner({ command, database: join(blocker, "memory.db") });
+    const runner = createZkrRunner({ command, database: join(blocker, "memory.db"), serve: false });
     expectRedacted(await rejection(runner("search", {})), "database_dir", blocker);
   });
 });
