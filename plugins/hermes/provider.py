@@ -1,4 +1,9 @@
-"""``ZkrMemoryProvider``: zkr as a Hermes Agent memory provider, through the zkr CLI only."""
+"""``ZkrMemoryProvider``: zkr as a Hermes Agent memory provider.
+
+zkr is reached in-process through the zkr library when it is importable in Hermes' Python
+(:class:`~.library.LibraryRunner`), else through the CLI, one process per operation
+(:class:`~.runner.ZkrRunner`); ``ZKR_TRANSPORT`` / ``memory.zkr.transport`` can force either.
+"""
 
 from __future__ import annotations
 
@@ -16,13 +21,17 @@ from typing import Any
 from agent.memory_provider import MemoryProvider
 from tools.registry import tool_error as _host_tool_error
 
+from .library import LibraryRunner, library_available
 from .runner import ZkrError, ZkrRequestTooLarge, ZkrRunner, resolve_binary
 from .settings import (
+    DEFAULT_PREFETCH_MIN_RELEVANCE,
     ENV_BIN,
     ENV_DB,
     ENV_PERSON,
+    ENV_PREFETCH_MIN,
     ENV_TENANT,
     ENV_TIMEOUT,
+    ENV_TRANSPORT,
     Settings,
     derive_scope,
     load_settings,
@@ -42,6 +51,8 @@ PROVIDER_NAME = "zkr"
 PRIMARY_CONTEXT = "primary"
 TOOL_FAILED = "zkr operation failed"
 PREFETCH_LIMIT = 5
+# Prefetch asks for this many items, drops those under the relevance floor, keeps PREFETCH_LIMIT.
+PREFETCH_SEARCH_LIMIT = 20
 PREFETCH_TIMEOUT_SECONDS = 8.0  # Hermes abandons a provider's prefetch after 8 s anyway
 PREFETCH_QUERY_MAX_CHARS = 2000
 PREFETCH_EXCERPT_MAX_CHARS = 600
@@ -150,8 +161,18 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
             return now
 
     @staticmethod
-    def _make_runner(settings: Settings) -> ZkrRunner:
+    def _make_runner(settings: Settings) -> ZkrRunner | LibraryRunner:
+        """The library in-process when allowed and importable, else the CLI runner."""
+        if settings.transport == "library" or (
+            settings.transport == "auto" and library_available()
+        ):
+            return LibraryRunner(settings.db_path, timeout=settings.timeout)
         return ZkrRunner(settings.binary, settings.db_path, timeout=settings.timeout)
+
+    @property
+    def transport(self) -> str:
+        """``library`` (zkr in-process) or ``cli`` (one zkr process per operation)."""
+        return self._runner.transport
 
     # -- identity ------------------------------------------------------------------
 
@@ -176,8 +197,12 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         return self._worker
 
     def is_available(self) -> bool:
-        """True when the configured zkr executable exists (no process is started)."""
-        return resolve_binary(self._settings.binary) is not None
+        """True when zkr can be reached: the library imports (unless the transport is ``cli``)
+        or the configured executable exists (unless it is ``library``). No process is started."""
+        transport = self._settings.transport
+        if transport != "cli" and library_available():
+            return True
+        return transport != "library" and resolve_binary(self._settings.binary) is not None
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -187,6 +212,7 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
             hermes_home if isinstance(hermes_home, str) and hermes_home.strip() else None,
             self._environ,
         )
+        self._runner.close()
         self._runner = self._make_runner(self._settings)
         self._tenant, self._person = derive_scope(self._settings, kwargs)
         context = kwargs.get("agent_context") or PRIMARY_CONTEXT
@@ -216,10 +242,10 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         """Deliver what can be delivered (bounded), then stop the worker."""
         self._shut_down = True
         worker = self._worker
-        if worker is None:
-            return
-        if not worker.stop(SHUTDOWN_FLUSH_SECONDS):
+        if worker is not None and not worker.stop(SHUTDOWN_FLUSH_SECONDS):
             logger.warning("zkr: shutdown timed out; undelivered turns stay queued for next start")
+            return  # the worker may still be using the runner
+        self._runner.close()
 
     def backup_paths(self) -> list[str]:
         settings = load_settings(None, self._environ)
@@ -257,9 +283,22 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
             },
             {
                 "key": "timeout_seconds",
-                "description": "zkr CLI timeout in seconds",
+                "description": "zkr call timeout in seconds",
                 "default": "30",
                 "env_var": ENV_TIMEOUT,
+            },
+            {
+                "key": "transport",
+                "description": "auto (zkr library in-process if importable, else CLI), "
+                "library or cli",
+                "default": "auto",
+                "env_var": ENV_TRANSPORT,
+            },
+            {
+                "key": "prefetch_min_relevance",
+                "description": "prefetch relevance floor in basis points (0-10000)",
+                "default": str(DEFAULT_PREFETCH_MIN_RELEVANCE),
+                "env_var": ENV_PREFETCH_MIN,
             },
         ]
 
@@ -282,7 +321,8 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         text = _as_text(query).strip()
         if not text or self._read_only_without_db():
             return ""
-        request = {"query": text[:PREFETCH_QUERY_MAX_CHARS], "limit": PREFETCH_LIMIT}
+        request = {"query": text[:PREFETCH_QUERY_MAX_CHARS], "limit": PREFETCH_SEARCH_LIMIT}
+        floor = self._settings.prefetch_min_relevance
         try:
             result = self._runner.run_object(
                 "search",
@@ -296,6 +336,11 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
             for item in items:
                 if not isinstance(item, Mapping) or not isinstance(item.get("excerpt"), str):
                     continue
+                relevance = item.get("relevance_basis_points")
+                if not isinstance(relevance, int) or relevance < floor:
+                    continue  # below the relevance floor: not worth the prompt space
+                if len(lines) == PREFETCH_LIMIT:
+                    break
                 ids = item.get("evidence_ids")
                 cited = ", ".join(str(i) for i in ids) if isinstance(ids, list) else ""
                 excerpt = _one_line(item["excerpt"], PREFETCH_EXCERPT_MAX_CHARS)

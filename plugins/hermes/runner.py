@@ -154,6 +154,8 @@ class _OutputCollector:
 class ZkrRunner:
     """Runs ``[binary, "--db", db_path, command]`` with one JSON request on stdin."""
 
+    transport = "cli"
+
     def __init__(
         self,
         binary: str,
@@ -169,6 +171,9 @@ class ZkrRunner:
 
     def is_available(self) -> bool:
         return resolve_binary(self.binary) is not None
+
+    def close(self) -> None:
+        """Nothing is held open between calls."""
 
     def run(self, command: str, payload: Mapping[str, Any], *, timeout: float | None = None) -> Any:
         """Run one command; return the parsed stdout JSON value or raise :class:`ZkrError`."""

@@ -6,7 +6,9 @@
 | database | ``ZKR_DB`` | ``memory.zkr.db`` | ``<hermes_home>/zkr.db`` |
 | tenant | ``ZKR_TENANT_ID`` | ``memory.zkr.tenant_id`` | ``agent_workspace``, else ``hermes`` |
 | person | ``ZKR_PERSON_ID`` | ``memory.zkr.person_id`` | see :func:`derive_scope` |
-| CLI timeout | ``ZKR_TIMEOUT_SECONDS`` | ``memory.zkr.timeout_seconds`` | ``30`` |
+| call timeout | ``ZKR_TIMEOUT_SECONDS`` | ``memory.zkr.timeout_seconds`` | ``30`` |
+| transport | ``ZKR_TRANSPORT`` | ``memory.zkr.transport`` | ``auto`` (library, else CLI) |
+| prefetch floor | ``ZKR_PREFETCH_MIN_RELEVANCE`` | ``memory.zkr.prefetch_min_relevance`` | 2500 |
 
 Blank values count as unset. A relative database path is resolved against the Hermes home
 (never the working directory); ``~`` and ``$HERMES_HOME`` are expanded.
@@ -30,12 +32,18 @@ DEFAULT_PERSON = "default"
 DEFAULT_TIMEOUT_SECONDS = 30.0
 MAX_TIMEOUT_SECONDS = 600.0
 QUEUE_SUFFIX = ".queue"
+#: Prefetch's default relevance floor in basis points (``relevance_basis_points``): items
+#: below it are not recalled. One place: the retrieval work owns its value.
+DEFAULT_PREFETCH_MIN_RELEVANCE = 2500
+TRANSPORTS = ("auto", "library", "cli")
 
 ENV_BIN = "ZKR_BIN"
 ENV_DB = "ZKR_DB"
 ENV_TENANT = "ZKR_TENANT_ID"
 ENV_PERSON = "ZKR_PERSON_ID"
 ENV_TIMEOUT = "ZKR_TIMEOUT_SECONDS"
+ENV_TRANSPORT = "ZKR_TRANSPORT"
+ENV_PREFETCH_MIN = "ZKR_PREFETCH_MIN_RELEVANCE"
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,10 @@ class Settings:
     tenant_id: str | None
     person_id: str | None
     timeout: float
+    #: ``auto`` (the zkr library in-process when importable, else the CLI), ``library`` or ``cli``.
+    transport: str = "auto"
+    #: Prefetch recalls only items with at least this ``relevance_basis_points`` (0..10000).
+    prefetch_min_relevance: int = DEFAULT_PREFETCH_MIN_RELEVANCE
 
 
 def default_hermes_home(environ: Mapping[str, str] | None = None) -> str:
@@ -113,6 +125,33 @@ def _timeout(raw: str | None) -> float:
     return value
 
 
+def _transport(raw: str | None) -> str:
+    if raw is None:
+        return "auto"
+    value = raw.strip().lower()
+    if value not in TRANSPORTS:
+        logger.warning("zkr: ignoring unknown transport %r; using auto", raw)
+        return "auto"
+    return value
+
+
+def _basis_points(raw: str | None) -> int:
+    if raw is None:
+        return DEFAULT_PREFETCH_MIN_RELEVANCE
+    try:
+        value = int(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 10_000:
+        logger.warning(
+            "zkr: ignoring invalid prefetch floor %r; using %s",
+            raw,
+            DEFAULT_PREFETCH_MIN_RELEVANCE,
+        )
+        return DEFAULT_PREFETCH_MIN_RELEVANCE
+    return value
+
+
 def load_settings(
     hermes_home: str | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
@@ -132,6 +171,8 @@ def load_settings(
         tenant_id=pick(ENV_TENANT, "tenant_id"),
         person_id=pick(ENV_PERSON, "person_id"),
         timeout=_timeout(pick(ENV_TIMEOUT, "timeout_seconds")),
+        transport=_transport(pick(ENV_TRANSPORT, "transport")),
+        prefetch_min_relevance=_basis_points(pick(ENV_PREFETCH_MIN, "prefetch_min_relevance")),
     )
 
 

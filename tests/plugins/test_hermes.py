@@ -1,8 +1,10 @@
 """The Hermes Agent plugin (plugins/hermes) inside the real ``hermes-agent==0.19.0`` package.
 
 Every test loads the provider through Hermes' own memory-plugin discovery from a
-``$HERMES_HOME/plugins/zkr`` directory (a symlink to ``plugins/hermes``) and talks to the real
-zkr CLI through a small ``ZKR_BIN`` wrapper script. Results are checked through zkr's CLI
+``$HERMES_HOME/plugins/zkr`` directory (a symlink to ``plugins/hermes``). By default the provider
+calls the zkr library in-process (zkr is installed in the test venv); tests of the CLI transport
+set ``ZKR_TRANSPORT=cli`` and talk to the real zkr CLI through a small ``ZKR_BIN`` wrapper script.
+Either way each request is logged (``home.logged()``). Results are checked through zkr's CLI
 (``export``, ``search``, ``reviews``); the plugin's own queue file is inspected with sqlite3.
 
 Run with ``bash plugins/hermes/scripts/ci.sh`` (it builds a venv with hermes-agent). The
@@ -161,8 +163,26 @@ class Home:
         """The provider, the way Hermes loads ``memory.provider: zkr``."""
         provider = hermes_memory.load_memory_provider("zkr")
         assert provider is not None, "Hermes did not load the zkr provider"
+        self._log_library_calls()
         self.created.append(provider)
         return provider
+
+    def _log_library_calls(self) -> None:
+        """Record in-process calls in the same log as the CLI wrapper (a spy, not a stand-in:
+        the real library call still runs)."""
+        runner_class = sys.modules[f"{PLUGIN_MODULE}.library"].LibraryRunner
+        if getattr(runner_class.run, "_zkr_test_spy", False):
+            return
+        real_run = runner_class.run
+        log = self.log
+
+        def run(runner: Any, command: str, payload: Any, **kwargs: Any) -> Any:
+            with log.open("a") as handle:
+                handle.write(f"{command} {json.dumps(payload, separators=(',', ':'))}\n")
+            return real_run(runner, command, payload, **kwargs)
+
+        run._zkr_test_spy = True  # type: ignore[attr-defined]
+        runner_class.run = run
 
     def start(self, context: str = "primary", **kwargs: Any) -> Any:
         provider = self.load()
@@ -264,7 +284,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     monkeypatch.setenv("HERMES_HOME", str(hermes_home))
     monkeypatch.setenv("ZKR_BIN", wrapper)
     monkeypatch.setenv("ZKR_TEST_LOG", str(log))
-    for name in ("ZKR_DB", "ZKR_TENANT_ID", "ZKR_PERSON_ID", "ZKR_TIMEOUT_SECONDS"):
+    for name in (
+        "ZKR_DB",
+        "ZKR_TENANT_ID",
+        "ZKR_PERSON_ID",
+        "ZKR_TIMEOUT_SECONDS",
+        "ZKR_TRANSPORT",
+        "ZKR_PREFETCH_MIN_RELEVANCE",
+    ):
         monkeypatch.delenv(name, raising=False)
     # Each test imports the plugin afresh through Hermes' loader.
     for name in [n for n in sys.modules if n == PLUGIN_MODULE or n.startswith(PLUGIN_MODULE + ".")]:
@@ -301,7 +328,7 @@ def test_registers_through_hermes_plugin_discovery(home: Home) -> None:
         for name, desc, available in hermes_memory.discover_memory_providers()
     }
     assert found["zkr"][1] is True
-    assert "zkr CLI" in found["zkr"][0]
+    assert "zkr library" in found["zkr"][0]
 
     provider = home.load()
     assert isinstance(provider, MemoryProvider)
@@ -339,6 +366,8 @@ def test_hermes_cli_reports_the_provider(home: Home) -> None:
 
 def test_unavailable_when_binary_is_missing(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZKR_BIN", str(home.path / "no-such-zkr"))
+    assert home.load().is_available() is True  # the library is importable: no binary needed
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     assert home.load().is_available() is False
     found = {name: available for name, _, available in hermes_memory.discover_memory_providers()}
     assert found["zkr"] is False
@@ -721,6 +750,7 @@ def test_reflect_maps_to_review_and_prefetch_cites_evidence(home: Home) -> None:
 
 
 def run_tool_with_bin(home: Home, monkeypatch: pytest.MonkeyPatch, script: str) -> dict[str, Any]:
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     monkeypatch.setenv("ZKR_BIN", script)
     provider = home.start("subagent")  # read-only context: no queue noise
     return json.loads(provider.handle_tool_call("zkr_search", {"query": "anything"}))
@@ -833,6 +863,7 @@ def test_prefetch_swallows_every_runner_failure(
     home: Home, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     home.db.touch()
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     for i, body in enumerate(['echo "not json"', 'echo "[]"', 'echo "{\\"items\\": 7}"', "exit 1"]):
         monkeypatch.setenv(
             "ZKR_BIN", write_script(tmp_path / f"fake{i}" / "zkr", f"cat >/dev/null\n{body}\n")
@@ -852,6 +883,8 @@ def test_default_configuration(home: Home, monkeypatch: pytest.MonkeyPatch) -> N
     # Before initialize the database already lives in HERMES_HOME, never in the cwd.
     assert settings.db_path == str(home.db) and settings.queue_path == str(home.queue)
     assert settings.binary == "zkr" and settings.timeout == 30.0
+    assert settings.transport == "auto" and settings.prefetch_min_relevance == 2500
+    assert provider.transport == "library"
 
     provider.initialize("s", hermes_home=str(home.path), platform="cli", agent_context="subagent")
     assert (provider.scope.tenant_id, provider.scope.person_id) == ("hermes", "default")
@@ -904,6 +937,7 @@ def test_config_yaml_and_env_precedence(
 def test_sync_turn_is_durable_before_it_returns(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     monkeypatch.setenv("ZKR_BIN", str(home.path / "missing-zkr"))
     provider = home.start(user_id="alice")
     before = int(time.time())
@@ -923,6 +957,7 @@ def test_sync_turn_is_durable_before_it_returns(
 def test_missing_binary_keeps_turns_pending_then_recovers(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     monkeypatch.setenv("ZKR_BIN", str(home.path / "missing-zkr"))
     first = home.start()
     first.sync_turn("Remember the blue umbrella", "Sure.")
@@ -932,8 +967,9 @@ def test_missing_binary_keeps_turns_pending_then_recovers(
     assert row["attempts"] == 0 and row["last_error"] == "zkr unavailable"
     assert queue_rows(home.queue, "failed_turns") == []
 
-    monkeypatch.setenv("ZKR_BIN", home.bin)
+    monkeypatch.delenv("ZKR_TRANSPORT")  # the library in-process now
     second = home.start()  # initialize recovers the leftover turn
+    assert second.transport == "library"
     second.shutdown()  # and shutdown flushes whatever is left
     assert queue_rows(home.queue) == []
     assert "blue umbrella" in second.prefetch("umbrella")
@@ -972,7 +1008,7 @@ def test_killed_mid_flush_then_restart_loses_and_duplicates_nothing(
     )
     script = tmp_path / "child.py"
     script.write_text(KILL_CHILD)
-    env = {**os.environ, "ZKR_BIN": hanging, "ZKR_TIMEOUT_SECONDS": "300"}
+    env = {**os.environ, "ZKR_BIN": hanging, "ZKR_TIMEOUT_SECONDS": "300", "ZKR_TRANSPORT": "cli"}
     env.pop("ZKR_TEST_LOG", None)
     child = subprocess.Popen(
         [sys.executable, str(script)],
@@ -1034,12 +1070,13 @@ def test_other_scopes_rows_wait_for_their_owner(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A gateway serves several users from one queue: nobody quarantines another's turns."""
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     monkeypatch.setenv("ZKR_BIN", str(home.path / "missing-zkr"))
     bob = home.start(user_id="bob")
     bob.sync_turn("Bob likes sailing", "Nice.")
     bob.shutdown()
 
-    monkeypatch.setenv("ZKR_BIN", home.bin)
+    monkeypatch.delenv("ZKR_TRANSPORT")
     alice = home.start(user_id="alice")
     alice.sync_turn("Alice likes chess", "Nice.")
     alice.shutdown()
@@ -1085,6 +1122,7 @@ def test_non_primary_context_writes_nothing(home: Home, context: str) -> None:
 def test_non_primary_context_leaves_the_primary_queue_alone(
     home: Home, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("ZKR_TRANSPORT", "cli")
     monkeypatch.setenv("ZKR_BIN", str(home.path / "missing-zkr"))
     primary = home.start(user_id="alice")
     primary.sync_turn("Alice turn waiting in the queue", "ok")
@@ -1092,7 +1130,7 @@ def test_non_primary_context_leaves_the_primary_queue_alone(
     rows_before = queue_rows(home.queue)
     stat_before = home.queue.stat()
 
-    monkeypatch.setenv("ZKR_BIN", home.bin)
+    monkeypatch.delenv("ZKR_TRANSPORT")
     home.zkr(
         "remember",
         {
@@ -1235,3 +1273,97 @@ def test_replay_of_a_deleted_turn_is_not_resurrected(home: Home) -> None:
     [after] = home.zkr.turn_sources(**scope)
     assert after["id"] == source["id"] and after["deleted_at"] == 1_700_000_100
     assert home.zkr.search("secret plan", **scope)["items"] == []
+
+
+# -- the in-process library transport -----------------------------------------------------
+
+
+def test_library_transport_needs_no_binary(home: Home, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With zkr importable, no zkr process is ever started: ZKR_BIN may not even exist."""
+    monkeypatch.setenv("ZKR_BIN", str(home.path / "no-such-zkr"))
+    provider = home.start(user_id="alice")
+    assert provider.transport == "library" and provider.is_available()
+    stored = json.loads(provider.handle_tool_call("zkr_store", {"content": "Plays the cello"}))
+    assert set(stored) == {"claim_id", "evidence_id", "source_id"}
+    provider.sync_turn("I repair old bicycles on weekends", "Nice hobby.")
+    assert provider.worker.flush(30)
+    assert "bicycles" in provider.prefetch("bicycles weekends")
+    assert "cello" in provider.prefetch("cello")
+    provider.shutdown()
+    # What the library wrote is what the CLI reads.
+    scope = {"tenant": "hermes", "person": "alice"}
+    assert [s["content"] for s in home.zkr.turn_sources(**scope)] == [
+        "User: I repair old bicycles on weekends\nAssistant: Nice hobby."
+    ]
+    assert [command for command, _ in home.logged()] == ["remember", "remember", "search", "search"]
+
+
+def test_library_transport_sees_other_writers(home: Home) -> None:
+    provider = home.start()
+    assert provider.prefetch("lighthouse") == ""  # opens the database and warms its caches
+    home.zkr(
+        "remember",
+        {
+            "kind": "document",
+            "text": "The lighthouse keeper is Ada",
+            "captured_at": 1,
+            "recorded_at": 2,
+        },
+        tenant="hermes",
+        person="default",
+    )
+    assert "lighthouse keeper is Ada" in provider.prefetch("lighthouse keeper")
+
+
+def test_library_call_is_bounded_in_time_and_writes_nothing_half(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ZKR_TIMEOUT_SECONDS", "0.001")
+    provider = home.start()
+    text = " ".join(f"word{i}" for i in range(30_000))  # far more than a millisecond of indexing
+    assert json.loads(provider.handle_tool_call("zkr_store", {"content": text})) == FAILED
+    request = {"kind": "document", "text": text, "captured_at": 1, "recorded_at": 2}
+    with pytest.raises(module("runner").ZkrTimeout):
+        provider._runner.run("remember", {**request, "tenant_id": "hermes", "person_id": "default"})
+    assert home.zkr.sources(tenant="hermes", person="default") == []
+    provider.shutdown()
+    monkeypatch.delenv("ZKR_TIMEOUT_SECONDS")
+    again = home.start()  # a fresh provider on the same file: nothing is stuck or locked
+    assert "claim_id" in json.loads(again.handle_tool_call("zkr_store", {"content": "small"}))
+
+
+def test_library_errors_are_the_clis(home: Home) -> None:
+    provider = home.start()
+    missing = json.loads(
+        provider.handle_tool_call("zkr_correct", {"claim_id": "nope", "content": "x", "value": "y"})
+    )
+    assert missing == {"error": "zkr operation failed", "detail": "record not found"}
+    runner = provider._runner
+    with pytest.raises(module("runner").ZkrRequestTooLarge):
+        runner.run("remember", {"text": "x" * 1_048_577})
+    with pytest.raises(module("runner").ZkrRejected) as rejected:
+        runner.run("remember", {"tenant_id": "t", "person_id": "p"})
+    assert rejected.value.zkr_message is not None and str(rejected.value) == "zkr command failed"
+
+
+def test_prefetch_drops_items_below_the_relevance_floor(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    provider = home.start()
+    provider.handle_tool_call("zkr_store", {"content": "Kayak trip to the Norway fjords in June"})
+    provider.handle_tool_call("zkr_store", {"content": "Bought a kayak paddle"})
+    found = json.loads(provider.handle_tool_call("zkr_search", {"query": "kayak Norway fjords"}))
+
+    def best(word: str) -> int:
+        return max(i["relevance_basis_points"] for i in found["items"] if word in i["excerpt"])
+
+    strong, weak = best("Norway"), best("paddle")
+    assert strong > weak  # the precondition this test relies on
+    monkeypatch.setenv("ZKR_PREFETCH_MIN_RELEVANCE", "0")
+    provider.initialize("s", hermes_home=str(home.path), agent_context="primary")
+    everything = provider.prefetch("kayak Norway fjords")
+    assert "Norway fjords" in everything and "paddle" in everything
+    monkeypatch.setenv("ZKR_PREFETCH_MIN_RELEVANCE", str(strong))
+    provider.initialize("s", hermes_home=str(home.path), agent_context="primary")
+    recall = provider.prefetch("kayak Norway fjords")
+    assert "Norway fjords" in recall and "paddle" not in recall
