@@ -352,3 +352,50 @@ def test_settle_cli(db_path: str) -> None:
     assert "unknown variant `done`" in cli(db_path, "settle", bad).error()
     search = {"tenant_id": T, "person_id": P, "query": "Acme"}
     assert cli(db_path, "search", search).json()["items"][0]["memory"]["kind"] == "claim"
+
+
+# --------------------------------------------------------------------------- profile follows
+
+
+def test_profile_follows_a_correction_and_replicas_agree(db: MemoryDb, tmp_path: Path) -> None:
+    sam = db.scope(T, P)
+    stored = sam.remember(
+        "Sam lives in Berlin",
+        recorded_at=10,
+        claim={"subject": "Sam", "predicate": "city", "value": "Berlin", "kind": "profile_fact"},
+    )
+    old = sam.profile(stored.claim_id, "stable", recorded_at=11)
+    fixed = sam.correct(stored.claim_id, "Paris", text="Sam moved to Paris", recorded_at=20)
+    (entry,) = sam.profiles()
+    assert (entry.key, entry.value, entry.claim_id) == ("city", "Paris", fixed.claim_id)
+    assert entry.stability.value == "stable" and entry.recorded_at == 20 and entry.id != old.id
+    commits = staged(export_all(db, (T, P)))
+    assert [r["kind"] for r in commits[-2]["records"]][-1] == "deletion"
+    assert [r["kind"] for r in commits[-1]["records"]] == ["profile"]
+    with MemoryDb.open(tmp_path / "replica.db") as replica:
+        replica.apply(ApplyRequest(T, P, 1, 10, commits))
+        assert replica.scope(T, P).profiles() == [entry]
+
+
+def test_profile_follows_is_off_by_default_in_the_cli(db_path: str) -> None:
+    stored = cli(db_path, "remember", sam_acme(T, P, claim_kind="profile_fact")).json()
+    scope = {"tenant_id": T, "person_id": P}
+    profile = {**scope, "stability": "current", "claim_id": stored["claim_id"], "recorded_at": 11}
+    cli(db_path, "profile", profile).json()
+    correct = {
+        **scope,
+        "claim_id": stored["claim_id"],
+        "text": "Sam moved to Globex",
+        "value": "Globex",
+        "valid_at": 20,
+        "recorded_at": 20,
+    }
+    fixed = cli(db_path, "correct", correct).json()
+    assert cli(db_path, "profiles", scope).json() == []
+    again = {**correct, "claim_id": fixed["claim_id"], "value": "Initech", "recorded_at": 30}
+    cli(db_path, "profile", {**profile, "claim_id": fixed["claim_id"], "recorded_at": 21}).json()
+    cli(db_path, "correct", {**again, "valid_at": 30, "profile_follows": True}).json()
+    (entry,) = cli(db_path, "profiles", scope).json()
+    assert (entry["value"], entry["recorded_at"]) == ("Initech", 30)
+    bad = {**again, "claim_id": "x", "profile_follows": "yes"}
+    assert "expected a boolean" in cli(db_path, "correct", bad).error()

@@ -86,6 +86,8 @@ HELP: dict[str, CommandHelp] = {
             "value           string, non-blank: the new value",
             "valid_at        int: when the new value became true",
             "recorded_at     int: when the correction is stored",
+            "profile_follows bool, default false: move the old claim's profile entry",
+            "                to the new value (a second commit)",
         ),
         _ex(
             claim_id="<claim id>",

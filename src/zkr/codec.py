@@ -251,6 +251,15 @@ class Fields:
     def has(self, name: str) -> bool:
         return name in self.data
 
+    def bool_default(self, name: str, default: bool) -> bool:
+        """An optional boolean (absent: ``default``; ``null`` is a type error, as elsewhere)."""
+        if name not in self.data:
+            return default
+        value = self.data[name]
+        if not isinstance(value, bool):
+            raise RequestError(f"invalid type: {_describe(value)}, expected a boolean")
+        return value
+
     # -- strings
     def string(self, name: str) -> str:
         return expect_str(self.required(name))

@@ -208,9 +208,12 @@ class ScopedMemory:
         text: str | None = None,
         valid_at: int | None = None,
         recorded_at: int | None = None,
+        profile_follows: bool = True,
     ) -> model.CorrectResult:
         """Supersede a claim with ``value``; ``text`` (the correction as said) defaults to
-        ``value``; both times default to one shared "now" that advances past earlier calls."""
+        ``value``; both times default to one shared "now" that advances past earlier calls.
+        A profile entry the claim backed moves to the new value (``profile_follows``, on by
+        default here; the reference, the CLI and :meth:`MemoryDb.correct` default to off)."""
         recorded = self._at(recorded_at, advancing=True)
         return self.db.correct(
             model.CorrectRequest(
@@ -221,6 +224,7 @@ class ScopedMemory:
                 value,
                 recorded if valid_at is None else valid_at,
                 recorded,
+                profile_follows,
             )
         )
 

@@ -12,6 +12,9 @@ from zkr.model.kinds import Relation
 
 
 class CorrectRequest(NamedTuple):
+    """``profile_follows`` (zkr's own, default false as in the reference): a profile entry the
+    old claim backed is recreated for the new claim in a second commit (docs/inspect.md)."""
+
     tenant_id: str
     person_id: str
     claim_id: str
@@ -19,6 +22,7 @@ class CorrectRequest(NamedTuple):
     value: str
     valid_at: int
     recorded_at: int
+    profile_follows: bool = False
 
     @classmethod
     def from_json(cls, value: Any) -> "CorrectRequest":
@@ -32,6 +36,7 @@ class CorrectRequest(NamedTuple):
             value=f.string("value"),
             valid_at=f.i64("valid_at"),
             recorded_at=f.i64("recorded_at"),
+            profile_follows=f.bool_default("profile_follows", False),
         )
 
 

@@ -135,14 +135,14 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
         )
         enqueue(conn, t, p, "claim", req.claim_id, SUPERSEDED_SYNC, req.recorded_at)
         # Writes 1 + 6: the profile entries the old claim backed (deletion records in id order).
-        removed_profiles = sorted(
-            row[0]
-            for row in conn.execute(
+        removed = sorted(
+            conn.execute(
                 "DELETE FROM profile_entries WHERE tenant_id = ? AND person_id = ? AND claim_id = ?"
-                " RETURNING id",
+                " RETURNING id, stability",
                 (t, p, req.claim_id),
-            )
+            ).fetchall()
         )
+        removed_profiles = [row[0] for row in removed]
         # Write 7: the replacement is always long_term/processed (§5 item 7).
         if stored_kind not in feed.CLAIM_KINDS:
             raise StorageError("stored claim kind is invalid")
@@ -193,7 +193,38 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
             for entry_id in removed_profiles
         )
         feed.append_commit(conn, t, p, req.recorded_at, records)
+        if req.profile_follows and removed:
+            _profile_follows(conn, t, p, predicate, req, claim_id, removed[0][1])
     return CorrectResult(capture.source_id, capture.evidence_id, claim_id, req.claim_id)
+
+
+def _profile_follows(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    key: str,
+    req: CorrectRequest,
+    claim_id: str,
+    stability: str,
+) -> None:
+    """``correct`` with ``profile_follows``: the profile entry the old claim backed (removed
+    above, with its deletion record, exactly as the reference does) is recreated for the new
+    claim — same key and stability, the new value, recorded at the correction — and appended as
+    a second commit holding one ``profile`` record, inside the same transaction.
+
+    A peer applying our feed sees two ordinary commits, the reference's correction and then the
+    same record a later ``profile`` call would write (spec/sync.md §4.5 "Profile": the entry is
+    upserted by id after its backing claim, applied in the commit before, exists), so every
+    replica ends with the same entry. There is at most one entry per key, so at most one here.
+    """
+    entry_id = new_id()
+    conn.execute(
+        "INSERT INTO profile_entries (id, tenant_id, person_id, key, value, stability, claim_id,"
+        " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (entry_id, tenant_id, person_id, key, req.value, stability, claim_id, req.recorded_at),
+    )
+    record = feed.profile_record(conn, entry_id)
+    feed.append_commit(conn, tenant_id, person_id, req.recorded_at, [record])
 
 
 def superseded_error(
