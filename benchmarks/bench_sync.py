@@ -85,7 +85,7 @@ def export_all(db: MemoryDb, limit: int) -> tuple[list[dict[str, Any]], tuple[fl
     timer = Timer()
     after, index, mark = 0, -1, None
     while True:
-        page = db.export(ExportRequest(T, P, 1, after, index, mark, limit))
+        page = db.export(ExportRequest(T, P, 1, after, index, mark, limit)).to_json()
         pages.append(page)
         if page["complete"]:
             break
@@ -146,7 +146,7 @@ def apply_all(
     timer = Timer()
     for group in groups:
         result = db.apply(ApplyRequest(T, P, 1, 10, group))
-        for key, value in result.items():
+        for key, value in result.to_json().items():
             totals[key] += value
     return totals, timer.stop()
 

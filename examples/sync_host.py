@@ -261,7 +261,7 @@ def sync(
     while True:
         page = source.export(
             ExportRequest(tenant, person, EXPORT_FORMAT, *request_cursor, mark, page_limit)
-        )
+        ).to_json()  # the page as it would travel between hosts
         report.pages += 1
         if mark is None:
             mark = page["high_water_mark"]  # frozen for every later page of this run
@@ -290,7 +290,7 @@ def sync(
                 report.oversized_requests += 1  # only the library (or apply-request) takes it
             result = destination.apply(ApplyRequest(tenant, person, EXPORT_FORMAT, version, batch))
             report.requests += 1
-            for name, value in result.items():
+            for name, value in result.to_json().items():
                 report.counters[name] += value
             state.advance(src, dst, scope, cursor_of[id(batch[-1])])
         if page["complete"]:
@@ -310,7 +310,7 @@ def _apply_request(db_path: str) -> int:
     except ZkrError as exc:
         sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
-    sys.stdout.write(cli_dumps(result) + "\n")
+    sys.stdout.write(cli_dumps(result.to_json()) + "\n")
     return 0
 
 

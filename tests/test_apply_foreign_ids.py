@@ -74,15 +74,15 @@ def _authored(path: Path) -> tuple[dict[str, str], list[Any]]:
             )
         )
         page = db.export(ExportRequest(*OWNER, export_format=1, limit=100))
-    assert page["complete"]
+    assert page.complete
     ids = {
         "source": first.source_id,
         "evidence": first.evidence_id,
         "claim": first.claim_id,
         "profile": profile.id,
-        "daily_review": review,
+        "daily_review": review.id,
     }
-    return ids, page["commits"]
+    return ids, page.commits
 
 
 def _rewritten(value: Any, mapping: dict[str, str]) -> Any:
@@ -107,7 +107,7 @@ def _apply(db: MemoryDb, scope: tuple[str, str], commits: list[Any]) -> dict[str
                 "commits": commits,
             }
         )
-    )
+    ).to_json()
 
 
 def _into_other_scope(commits: list[Any], ids: dict[str, str], keep: str) -> list[Any]:

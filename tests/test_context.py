@@ -23,7 +23,7 @@ def _seed(db: MemoryDb) -> dict[str, str]:
     review = db.review(
         ReviewRequest(T, P, "2026-11-30", "Talked about welding.", [job.evidence_id], 13)
     )
-    return {"claim": job.claim_id, "long": long.source_id, "review": review}
+    return {"claim": job.claim_id, "long": long.source_id, "review": review.id}
 
 
 def test_sections_citations_and_order(db: MemoryDb, db_path: str) -> None:

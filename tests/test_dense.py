@@ -725,11 +725,11 @@ def test_cache_follows_every_write_path(db: MemoryDb, db_path: str, tmp_path: Pa
     # apply: a replica that searches, then receives more commits
     page = db.export(ExportRequest(T, P, 1, limit=100))
     with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
-        replica.apply(ApplyRequest(T, P, 1, page["database_schema_version"], page["commits"][:1]))
+        replica.apply(ApplyRequest(T, P, 1, page.database_schema_version, page.commits[:1]))
         embed(replica, "claim", a.claim_id, [1.0, 0.0])
         got = replica.search(SearchRequest(T, P, "zzz", 10, q))
         assert [i.memory.id for i in got.items] == [a.claim_id]
-        replica.apply(ApplyRequest(T, P, 1, page["database_schema_version"], page["commits"]))
+        replica.apply(ApplyRequest(T, P, 1, page.database_schema_version, page.commits))
         check_against_reference(replica, SearchRequest(T, P, "zzz", 10, q))
         assert a.claim_id not in [
             i.memory.id for i in replica.search(SearchRequest(T, P, "zzz", 10, q)).items

@@ -38,6 +38,7 @@ from zkr.model import (
     Target,
     TargetKind,
     Tier,
+    encode,
 )
 from zkr.store import embeddings as emb
 from zkr.store.embeddings import LaneConfig, decode_vector, encode_vector, to_float32
@@ -84,13 +85,13 @@ def embed(
                 list(vector), model, version, input_hash, Normalization(norm), Distance(dist)
             ),
         )
-    )
+    ).to_json()
 
 
 def issues(
     db: MemoryDb, *, model: str = M, version: str = V, limit: int = 100, t: str = T, p: str = P
 ) -> list[dict[str, Any]]:
-    return db.projections(ProjectionsRequest(t, p, model, version, limit))
+    return encode(db.projections(ProjectionsRequest(t, p, model, version, limit)))
 
 
 def states(db: MemoryDb, **kwargs: Any) -> dict[tuple[str, str], str]:
@@ -420,7 +421,7 @@ def test_s21_embed_writes_no_commit(db: MemoryDb) -> None:
     outbox = db.conn.execute("SELECT COUNT(*) FROM memory_repair_outbox").fetchone()
     embed(db, "claim", r.claim_id, [1.0, 0.0])
     after = db.export(ExportRequest(T, P, 1, limit=100))
-    assert after["high_water_mark"] == before["high_water_mark"]
+    assert after.high_water_mark == before.high_water_mark
     assert after == before
     assert db.conn.execute("SELECT COUNT(*) FROM memory_repair_outbox").fetchone() == outbox
 
@@ -432,7 +433,7 @@ def test_s22_replica_projections_are_missing(db: MemoryDb, tmp_path: Path) -> No
     embed(db, "source", r.source_id, [1.0, 0.0])
     page = db.export(ExportRequest(T, P, 1, limit=100))
     with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
-        replica.apply(ApplyRequest(T, P, 1, page["database_schema_version"], page["commits"]))
+        replica.apply(ApplyRequest(T, P, 1, page.database_schema_version, page.commits))
         pack = replica.search(SearchRequest(T, P, "Globex"))
         assert pack.items and all(item.evidence_ids for item in pack.items)
         page_states = states(replica)

@@ -75,7 +75,7 @@ def test_trace_of_a_source_shows_its_claims_profile_and_reviews(db: MemoryDb) ->
         },
     )
     entry = sam.profile(stored.claim_id, recorded_at=11)
-    review = sam.review("2026-01-01", "moved", [stored.evidence_id], recorded_at=12)
+    review = sam.review("2026-01-01", "moved", [stored.evidence_id], recorded_at=12).id
     traced = sam.trace("source", stored.source_id)
     assert [c["id"] for c in traced.claims] == [stored.claim_id]
     assert [e["id"] for e in traced.profile_entries] == [entry.id]
@@ -322,7 +322,7 @@ def test_settle_round_trips_through_export_and_apply(db: MemoryDb, tmp_path: Pat
     with MemoryDb.open(tmp_path / "replica.db") as replica:
         assert replica.scope(T, P).search("Lisbon").items == []
         result = replica.apply(ApplyRequest(T, P, 1, pages[0]["database_schema_version"], commits))
-        assert result["commits_applied"] == 2
+        assert result.commits_applied == 2
         hits = replica.scope(T, P).search("Lisbon").items
         assert [i.memory.id for i in hits] == [stored.claim_id]
     # also one commit at a time (the first applied alone leaves it pending)

@@ -110,3 +110,41 @@ def test_a_cli_search_builds_only_the_types_it_needs(tmp_path: Path) -> None:
     )
     loaded = proc.stdout.strip().splitlines()[-1]
     assert loaded == "['zkr.model.base', 'zkr.model.checks', 'zkr.model.retrieval']"
+
+
+def test_every_command_is_decode_call_encode() -> None:
+    """Each CLI command names a request type of zkr.model, a MemoryDb method of its own name
+    whose annotated result is a typed model value, and that method names its spec section."""
+    import typing
+
+    from zkr import model
+    from zkr.cli import COMMANDS
+
+    # zkr's own inspection commands still return JSON-ready dicts (model.encode passes them)
+    untyped = {"lookup", "browse", "settle"}
+    for name, command in COMMANDS.items():
+        request = getattr(model, command.request)
+        assert callable(request.from_json), name
+        method = getattr(MemoryDb, name)
+        doc = method.__doc__ or ""
+        assert "spec/" in doc or "docs/" in doc, name  # where the rule comes from
+        hints = typing.get_type_hints(method)
+        assert hints["req"] is request, name
+        result = hints["return"]
+        if name in untyped:
+            continue
+        for part in typing.get_args(result) or (result,):
+            part = (typing.get_args(part) or (part,))[0]  # list[X] -> X
+            assert part is type(None) or callable(getattr(part, "to_json", None)), (name, part)
+
+
+def test_every_public_memorydb_method_is_documented() -> None:
+    for name in dir(MemoryDb):
+        if not name.startswith("_"):
+            assert getattr(MemoryDb, name).__doc__, name
+
+
+def test_schema_too_new_is_exported() -> None:
+    import zkr
+
+    assert "SchemaTooNew" in zkr.__all__ and zkr.SchemaTooNew.__module__ == "zkr.errors"

@@ -333,10 +333,7 @@ def test_s09_delete_leaves_unrelated_embeddings(db: MemoryDb) -> None:
 
 
 def _export_mark(db: MemoryDb) -> int:
-    page = db.export(ExportRequest(T, P, 1, limit=100))
-    mark = page["high_water_mark"]
-    assert isinstance(mark, int)
-    return mark
+    return db.export(ExportRequest(T, P, 1, limit=100)).high_water_mark
 
 
 def test_s13_noops_and_failures_keep_the_high_water_mark(db: MemoryDb) -> None:
@@ -400,7 +397,7 @@ def test_s18_point_locator(db: MemoryDb) -> None:
 
 def test_s19_promote_after_recording(db: MemoryDb) -> None:
     c = claimed(db, "Sam started running", ("Sam", "habit", "running"), tier=Tier.SHORT_TERM)
-    assert db.promote(tier_req(c.claim_id, 14)) == c.claim_id
+    assert db.promote(tier_req(c.claim_id, 14)).claim_id == c.claim_id
     assert claim_row(db, c.claim_id)["tier"] == "long_term"
     assert outbox(db) == [("claim", c.claim_id, "tier_changed", 14, None)]
     assert operations(db) == [("promote", "success", "claim", c.claim_id, 14)]
@@ -540,7 +537,7 @@ def test_s25_repair_drains_lifecycle_outbox(db: MemoryDb) -> None:
     _insert_embedding(db, "claim", c.claim_id, 10)
     db.correct(correct_req(c.claim_id))
     try:
-        processed = db.repair(limit_req(0))
+        processed = db.repair(limit_req(0)).processed
     except NotImplementedError:
         pytest.skip("repair is not implemented yet")
     assert processed == 1
@@ -548,7 +545,7 @@ def test_s25_repair_drains_lifecycle_outbox(db: MemoryDb) -> None:
     assert db.conn.execute(
         "SELECT COUNT(*) FROM memory_repair_outbox WHERE processed_at IS NULL"
     ).fetchone() == (0,)
-    assert db.repair(limit_req()) == 0
+    assert db.repair(limit_req()).processed == 0
     assert [op[0] for op in operations(db)] == ["repair", "repair"]
 
 
@@ -562,13 +559,13 @@ def test_s26_archive_rules(db: MemoryDb) -> None:
         lambda: db.archive(tier_req(c.claim_id, 9)),
         "archive recorded_at must not predate claim",
     )
-    assert db.archive(tier_req(c.claim_id, 11)) == c.claim_id
+    assert db.archive(tier_req(c.claim_id, 11)).claim_id == c.claim_id
     assert claim_row(db, c.claim_id)["tier"] == "archive"
     assert outbox(db) == [("claim", c.claim_id, "tier_changed", 11, None)]
     assert operations(db) == [("archive", "success", "claim", c.claim_id, 11)]
     # Already archived: a silent no-op, even with an early recorded_at (§5 item 3).
     before = dump(db.path)
-    assert db.archive(tier_req(c.claim_id, 5)) == c.claim_id
+    assert db.archive(tier_req(c.claim_id, 5)).claim_id == c.claim_id
     assert dump(db.path) == before
     with pytest.raises(NotFound):
         get(db, TargetKind.CLAIM, c.claim_id)
@@ -578,7 +575,7 @@ def test_s26_archive_rules(db: MemoryDb) -> None:
     expect_error(db, lambda: db.archive(tier_req(s.claim_id, 30)), "archive cannot be superseded")
     r = claimed(db, "Sam owns a bike", ("Sam", "vehicle", "bike"), at=12)
     assert db.delete(delete_req(r.source_id, 13)).claim_count == 1
-    assert db.archive(tier_req(r.claim_id, 14)) == r.claim_id
+    assert db.archive(tier_req(r.claim_id, 14)).claim_id == r.claim_id
     row = claim_row(db, r.claim_id)
     assert (row["status"], row["tier"]) == ("retracted", "archive")
     pending = claimed(
@@ -647,7 +644,7 @@ def test_s27_promote_error_order(db: MemoryDb) -> None:
     expect_error(
         db, lambda: db.promote(tier_req(short.claim_id, 9, p="p2")), "Query returned no rows"
     )
-    assert db.promote(tier_req(short.claim_id, 10)) == short.claim_id  # equal is allowed
+    assert db.promote(tier_req(short.claim_id, 10)).claim_id == short.claim_id  # equal is allowed
     expect_error(
         db,
         lambda: db.promote(tier_req(short.claim_id, 11)),
@@ -973,7 +970,7 @@ def test_delete_cascade_many_claims_with_locator(db: MemoryDb) -> None:
     for c in claims[:3]:
         db.profile(profile_req(c.claim_id, 13))
     db.review(review_req([keep.evidence_id, base.evidence_id], 14))
-    survivor = db.review(review_req([keep.evidence_id], 15, day="2026-07-20"))
+    survivor = db.review(review_req([keep.evidence_id], 15, day="2026-07-20")).id
     result = db.delete(delete_req(base.source_id, 20))
     assert (result.evidence_count, result.claim_count) == (1, 4)
     assert claim_row(db, claims[0].claim_id)["status"] == "accepted"

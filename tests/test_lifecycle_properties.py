@@ -422,7 +422,7 @@ class LifecycleMachine(RuleBasedStateMachine):
                     T, P, 1, after_commit=cursor[0], after_event_index=cursor[1], limit=100
                 )
             )
-            for commit in page["commits"]:
+            for commit in page.commits:
                 whole = commits.setdefault(
                     commit["sequence"],
                     {
@@ -434,8 +434,8 @@ class LifecycleMachine(RuleBasedStateMachine):
                     },
                 )
                 whole["records"].extend(commit["records"])
-            cursor = (page["next_after_commit"], page["next_after_event_index"])
-            if page["complete"]:
+            cursor = (page.next_after_commit, page.next_after_event_index)
+            if page.complete:
                 break
         replica_path = os.path.join(self.dir, "replica.db")
         with MemoryDb.open(replica_path) as replica:

@@ -1026,23 +1026,23 @@ def test_bootstrapped_feed_exports_in_two_pages(tmp_path: Path) -> None:
     _remembered_v7(path)
     with MemoryDb.open(str(path)) as database:
         first = database.export(ExportRequest(A[0], A[1], 1, limit=2))
-        assert first["complete"] is False
-        assert [c["event_count"] for c in first["commits"]] == [4]
-        assert len(first["commits"][0]["records"]) == 2
+        assert first.complete is False
+        assert [c["event_count"] for c in first.commits] == [4]
+        assert len(first.commits[0]["records"]) == 2
         second = database.export(
             ExportRequest(
                 A[0],
                 A[1],
                 1,
-                after_commit=first["next_after_commit"],
-                after_event_index=first["next_after_event_index"],
-                high_water_mark=first["high_water_mark"],
+                after_commit=first.next_after_commit,
+                after_event_index=first.next_after_event_index,
+                high_water_mark=first.high_water_mark,
                 limit=2,
             )
         )
-        assert second["complete"] is True
-        assert second["commits"][0]["first_event_index"] == 2
-        assert len(second["commits"][0]["records"]) == 2
+        assert second.complete is True
+        assert second.commits[0]["first_event_index"] == 2
+        assert len(second.commits[0]["records"]) == 2
 
 
 def test_bootstrap_refuses_an_oversized_record(tmp_path: Path) -> None:

@@ -122,7 +122,7 @@ def test_s11_page_limit_is_an_error(db: MemoryDb) -> None:
 
 def test_s12_reviews_disappear_with_their_evidence(db: MemoryDb) -> None:
     r = remember(db, "Sam visited the museum", at=10)
-    review_id = db.review(review_req([r.evidence_id], 12))
+    review_id = db.review(review_req([r.evidence_id], 12)).id
     assert [x.id for x in db.reviews(limit_req(1))] == [review_id]
     db.delete(delete_req(r.source_id, 30))
     assert db.reviews(limit_req()) == []
@@ -138,7 +138,7 @@ def test_s16_feed_of_profile_review_and_their_deletions(db: MemoryDb) -> None:
     extra = remember(db, "Sam mentioned Berlin", at=10)
     db.link(link_req(main.claim_id, extra.evidence_id, Relation.SUPPORTS, 9000))
     entry = db.profile(profile_req(main.claim_id, 11))
-    review_id = db.review(review_req([main.evidence_id], 12))
+    review_id = db.review(review_req([main.evidence_id], 12)).id
     db.conn.execute(
         "INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version,"
         " dimension, input_hash, normalization, distance, vector, target_revision, created_at)"
@@ -319,8 +319,8 @@ def test_review_rows_feed_and_duplicates(db: MemoryDb) -> None:
     a = remember(db, "first", at=10)
     b = remember(db, "second", at=11)
     ids = [b.evidence_id, a.evidence_id, b.evidence_id]
-    first = db.review(review_req(ids, 12, day="not a date"))
-    second = db.review(review_req(ids, 12, day="not a date"))  # not idempotent
+    first = db.review(review_req(ids, 12, day="not a date")).id
+    second = db.review(review_req(ids, 12, day="not a date")).id  # not idempotent
     assert first != second and len(first) == 32
     stored = db.conn.execute(
         "SELECT day, summary, evidence_ids, recorded_at FROM daily_reviews WHERE id = ?", (first,)
@@ -353,7 +353,7 @@ def test_reviews_order_and_limit(db: MemoryDb) -> None:
     for i in range(101):
         day = f"2026-07-{10 + i % 5:02d}"
         recorded = 100 + i % 2
-        made.append((day, recorded, db.review(review_req([evidence], recorded, day=day))))
+        made.append((day, recorded, db.review(review_req([evidence], recorded, day=day)).id))
     expected = [rid for _, _, rid in sorted(made, key=lambda m: (m[0], m[1], _neg(m[2])))][::-1]
     assert [r.id for r in db.reviews(limit_req(0))] == expected[:10]
     assert [r.id for r in db.reviews(limit_req(101))] == expected[:100]

@@ -33,7 +33,7 @@ def turn(i: int, text: str | None = None, **extra: Any) -> RememberRequest:
 
 def feed(db: MemoryDb) -> list[dict[str, Any]]:
     page = db.export(ExportRequest(T, P, 1, limit=1000))
-    commits: list[dict[str, Any]] = page["commits"]
+    commits: list[dict[str, Any]] = page.commits
     return commits
 
 

@@ -23,7 +23,7 @@ from zkr.text import new_id
 
 
 def repair(db: MemoryDb, limit: int = 10, t: str = T, p: str = P) -> int:
-    return db.repair(LimitRequest(t, p, limit))
+    return db.repair(LimitRequest(t, p, limit)).processed
 
 
 def enqueue(
@@ -244,14 +244,14 @@ def test_repair_is_idempotent_and_writes_no_feed(db: MemoryDb) -> None:
     r = claim_memory(db)
     embed(db, "claim", r.claim_id, [1.0, 0.0])
     db.archive(ClaimTierRequest(T, P, r.claim_id, 12))
-    mark = db.export(ExportRequest(T, P, 1, limit=100))["high_water_mark"]
+    mark = db.export(ExportRequest(T, P, 1, limit=100)).high_water_mark
     assert repair(db) == 1
     assert stored(db, "claim", r.claim_id) is None
     state = dump_without_bookkeeping(db)
     enqueue(db, "claim", r.claim_id)
     assert repair(db) == 1
     assert dump_without_bookkeeping(db) == state
-    assert db.export(ExportRequest(T, P, 1, limit=100))["high_water_mark"] == mark
+    assert db.export(ExportRequest(T, P, 1, limit=100)).high_water_mark == mark
 
 
 def dump_without_bookkeeping(db: MemoryDb) -> dict[str, Any]:

@@ -86,7 +86,9 @@ def remember(
 
 
 def page(db: MemoryDb, scope: tuple[str, str] = A, **kw: Any) -> dict[str, Any]:
-    return db.export(ExportRequest(*scope, export_format=kw.pop("export_format", 1), **kw))
+    return db.export(
+        ExportRequest(*scope, export_format=kw.pop("export_format", 1), **kw)
+    ).to_json()
 
 
 def export_all(db: MemoryDb, scope: tuple[str, str] = A, limit: int = 100) -> list[dict[str, Any]]:
@@ -140,7 +142,7 @@ def apply(
     export_format: int = 1,
     version: int | None = 10,
 ) -> dict[str, int]:
-    return db.apply(ApplyRequest(*scope, export_format, version, commits))
+    return db.apply(ApplyRequest(*scope, export_format, version, commits)).to_json()
 
 
 AUTHORITATIVE = {
@@ -768,10 +770,10 @@ def test_scenario_12_deletion_records(db: MemoryDb) -> None:
     other = remember(db, "Berlin again", at=11)
     db.link(LinkRequest(*A, fact.claim_id, other.evidence_id, Relation.SUPPORTS, 9000))
     entry = db.profile(ProfileRequest(*A, Stability.CURRENT, fact.claim_id, 11))
-    review = db.review(ReviewRequest(*A, "2026-07-21", "Berlin", [fact.evidence_id], 12))
+    review = db.review(ReviewRequest(*A, "2026-07-21", "Berlin", [fact.evidence_id], 12)).id
     if implemented("embeddings", "embed"):
         mark = page(db)["high_water_mark"]
-        issue = db.projections(ProjectionsRequest(*A, "m", "1", 1))[0]
+        issue = db.projections(ProjectionsRequest(*A, "m", "1", 1))[0].to_json()
         from zkr.model import Distance, EmbeddingInput, EmbedRequest, Normalization, Target
 
         db.embed(
@@ -973,7 +975,7 @@ def test_scenario_20_applied_records_have_missing_projections(
     _, db = replica
     apply(db, p_commits)
     issues = db.projections(ProjectionsRequest(*A, "unknown/model", "1", 100))
-    assert issues and all(issue["state"] == "missing" for issue in issues)
+    assert issues and all(issue.state == "missing" for issue in issues)
 
 
 def test_reference_echo_behaviour_scenario_30(tmp_path: Path) -> None:
@@ -1618,7 +1620,7 @@ def test_scenario_27_reference_pages_apply_here(name: str, replica: tuple[str, M
     assert ours == {tuple(row) for row in expected["ledger"]}
     # Stage and batch them the host's way (the fixtures' own staging), then apply each request.
     requests = _fixture_feed().batches(pages, scope)
-    responses = [db.apply(ApplyRequest.from_json(request)) for request in requests]
+    responses = [db.apply(ApplyRequest.from_json(request)).to_json() for request in requests]
     assert responses == [step.get("response", step) for step in expected["apply"]]
     conn = sqlite3.connect(path)
     try:

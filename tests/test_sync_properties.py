@@ -222,7 +222,7 @@ def test_export_apply_export_reproduces_the_origin(
             for batch in batches:
                 result = b.apply(ApplyRequest(*A, 1, 10, batch))
                 for key in totals:
-                    totals[key] += result[key]
+                    totals[key] += getattr(result, key)
             records = sum(len(c["records"]) for c in commits)
             assert totals == {
                 "commits_applied": len(commits),
@@ -242,7 +242,7 @@ def test_export_apply_export_reproduces_the_origin(
             state = scope_state(replica_path)
             for batch in batches:
                 again = b.apply(ApplyRequest(*A, 1, 10, batch))
-                assert again["records_applied"] == 0 and again["commits_applied"] == 0
-                assert again["records_skipped"] == sum(len(c["records"]) for c in batch)
+                assert again.records_applied == 0 and again.commits_applied == 0
+                assert again.records_skipped == sum(len(c["records"]) for c in batch)
             assert rows_without_clock(replica_path) == before
             assert scope_state(replica_path) == state

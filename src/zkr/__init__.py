@@ -7,7 +7,14 @@ before the storage modules are imported.
 
 from typing import TYPE_CHECKING, Any
 
-from zkr.errors import InvalidInput, NotFound, RequestError, StorageError, ZkrError
+from zkr.errors import (
+    InvalidInput,
+    NotFound,
+    RequestError,
+    SchemaTooNew,
+    StorageError,
+    ZkrError,
+)
 
 if TYPE_CHECKING:
     from zkr.memory import MemoryDb as MemoryDb
@@ -19,6 +26,7 @@ __all__ = [
     "MemoryDb",
     "NotFound",
     "RequestError",
+    "SchemaTooNew",
     "StorageError",
     "ZkrError",
     "__version__",

@@ -12,7 +12,7 @@ import io
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 from zkr import model
 from zkr.codec import cli_dumps, parse_json
@@ -22,112 +22,76 @@ from zkr.memory import MemoryDb
 REQUEST_LIMIT = 1_048_576
 USAGE = "usage: zkr --db PATH COMMAND (use --help)"
 
-Handler = Callable[[MemoryDb, Any], Any]
+
+class Command(NamedTuple):
+    """One row of the dispatch table: every command is decode, call, encode.
+
+    ``request`` names the :mod:`zkr.model` request type whose ``from_json`` decodes stdin (by
+    name, so a call builds only its own family's types); the :class:`MemoryDb` method of the
+    command's name is called with it; :func:`zkr.model.encode` turns its typed result into the
+    printed JSON value.
+    """
+
+    purpose: str
+    request: str
 
 
-def _items(values: list[Any]) -> list[Any]:
-    return [value.to_json() for value in values]
-
-
-def _link(db: MemoryDb, request: Any) -> dict[str, bool]:
-    db.link(model.LinkRequest.from_json(request))
-    return {"ok": True}
-
-
-# command -> (purpose, handler taking the decoded JSON request and returning a JSON value)
-COMMANDS: dict[str, tuple[str, Handler]] = {
-    "remember": (
+COMMANDS: dict[str, Command] = {
+    "remember": Command(
         "store a source and its evidence, optionally with a typed claim and a transcript locator",
-        lambda db, r: db.remember(model.RememberRequest.from_json(r)).to_json(),
+        "RememberRequest",
     ),
-    "locator": (
+    "locator": Command(
         "read the transcript locator of live evidence (null when there is none)",
-        lambda db, r: (
-            None
-            if (loc := db.locator(model.LocatorRequest.from_json(r))) is None
-            else loc.to_json()
-        ),
+        "LocatorRequest",
     ),
-    "search": (
+    "search": Command(
         "bounded, cited retrieval pack for a query (lexical, optionally hybrid or as_of)",
-        lambda db, r: db.search(model.SearchRequest.from_json(r)).to_json(),
+        "SearchRequest",
     ),
-    "get": (
-        "read one live cited memory (source, evidence or claim) by target",
-        lambda db, r: db.get(model.GetRequest.from_json(r)).to_json(),
+    "get": Command(
+        "read one live cited memory (source, evidence or claim) by target", "GetRequest"
     ),
-    "correct": (
-        "supersede an accepted claim with new correction evidence",
-        lambda db, r: db.correct(model.CorrectRequest.from_json(r)).to_json(),
+    "correct": Command(
+        "supersede an accepted claim with new correction evidence", "CorrectRequest"
     ),
-    "promote": (
-        "move a processed short_term claim to long_term",
-        lambda db, r: {"claim_id": db.promote(model.ClaimTierRequest.from_json(r))},
+    "promote": Command("move a processed short_term claim to long_term", "ClaimTierRequest"),
+    "archive": Command(
+        "move a processed claim to the archive tier, out of live retrieval", "ClaimTierRequest"
     ),
-    "archive": (
-        "move a processed claim to the archive tier, out of live retrieval",
-        lambda db, r: {"claim_id": db.archive(model.ClaimTierRequest.from_json(r))},
+    "link": Command("attach supporting or contradicting evidence to a claim", "LinkRequest"),
+    "delete": Command("tombstone a source and retract what it alone supported", "DeleteRequest"),
+    "repair": Command("drain a bounded batch of the projection-repair outbox", "LimitRequest"),
+    "profile": Command(
+        "project a live profile_fact claim into the current profile", "ProfileRequest"
     ),
-    "link": (
-        "attach supporting or contradicting evidence to a claim",
-        lambda db, r: _link(db, r),
-    ),
-    "delete": (
-        "tombstone a source and retract what it alone supported",
-        lambda db, r: db.delete(model.DeleteRequest.from_json(r)).to_json(),
-    ),
-    "repair": (
-        "drain a bounded batch of the projection-repair outbox",
-        lambda db, r: {"processed": db.repair(model.LimitRequest.from_json(r))},
-    ),
-    "profile": (
-        "project a live profile_fact claim into the current profile",
-        lambda db, r: db.profile(model.ProfileRequest.from_json(r)).to_json(),
-    ),
-    "profiles": (
-        "list bounded live profile entries, newest first",
-        lambda db, r: _items(db.profiles(model.LimitRequest.from_json(r))),
-    ),
-    "review": (
-        "store a cited daily review",
-        lambda db, r: {"id": db.review(model.ReviewRequest.from_json(r))},
-    ),
-    "reviews": (
-        "list bounded daily reviews",
-        lambda db, r: _items(db.reviews(model.LimitRequest.from_json(r))),
-    ),
-    "projections": (
+    "profiles": Command("list bounded live profile entries, newest first", "LimitRequest"),
+    "review": Command("store a cited daily review", "ReviewRequest"),
+    "reviews": Command("list bounded daily reviews", "LimitRequest"),
+    "projections": Command(
         "list bounded missing or stale embedding inputs for a model/version",
-        lambda db, r: db.projections(model.ProjectionsRequest.from_json(r)),
+        "ProjectionsRequest",
     ),
-    "embed": (
-        "store a caller-computed embedding of a source, evidence or claim",
-        lambda db, r: db.embed(model.EmbedRequest.from_json(r)),
+    "embed": Command(
+        "store a caller-computed embedding of a source, evidence or claim", "EmbedRequest"
     ),
-    "export": (
-        "read one page of the scoped authoritative commit feed",
-        lambda db, r: db.export(model.ExportRequest.from_json(r)),
+    "export": Command("read one page of the scoped authoritative commit feed", "ExportRequest"),
+    "apply": Command(
+        "materialize complete commits exported by another zkr database", "ApplyRequest"
     ),
-    "apply": (
-        "materialize complete commits exported by another zkr database",
-        lambda db, r: db.apply(model.ApplyRequest.from_json(r)),
-    ),
-    "trace": (
+    "trace": Command(
         "show a source, evidence or claim with its evidence, links, corrections, profile"
         " entries and reviews",
-        lambda db, r: db.trace(model.TraceRequest.from_json(r)).to_json(),
+        "TraceRequest",
     ),
-    "lookup": (
-        "current (or as_of) claims for a subject and predicate, with citations",
-        lambda db, r: db.lookup(model.LookupRequest.from_json(r)),
+    "lookup": Command(
+        "current (or as_of) claims for a subject and predicate, with citations", "LookupRequest"
     ),
-    "browse": (
-        "page through sources and claims, newest recorded first, with filters",
-        lambda db, r: db.browse(model.BrowseRequest.from_json(r)),
+    "browse": Command(
+        "page through sources and claims, newest recorded first, with filters", "BrowseRequest"
     ),
-    "settle": (
-        "move a pending or blocked claim to processed (or pending to blocked)",
-        lambda db, r: db.settle(model.SettleRequest.from_json(r)),
+    "settle": Command(
+        "move a pending or blocked claim to processed (or pending to blocked)", "SettleRequest"
     ),
 }
 
@@ -137,6 +101,18 @@ SERVERS: dict[str, tuple[str, str]] = {
     "serve": ("zkr.serve", "requests as JSON lines on stdin, one response line each"),
     "mcp": ("zkr.mcp_server", "Model Context Protocol server, stdio or HTTP (zkr[mcp])"),
 }
+
+
+def dispatch(database: MemoryDb, command: str, request: Any) -> Any:
+    """Run ``command`` on a decoded JSON ``request``; returns the JSON value to print.
+
+    Raises :class:`RequestError` (``unknown command``) for a name not in :data:`COMMANDS`.
+    """
+    if command not in COMMANDS:
+        raise RequestError(f"unknown command {_rust_debug(command)}")
+    typed = getattr(model, COMMANDS[command].request).from_json(request)  # decode
+    result = getattr(database, command)(typed)  # call
+    return model.encode(result)  # encode
 
 
 def help_text() -> str:
@@ -153,7 +129,8 @@ def help_text() -> str:
         "",
         "Commands:",
     ]
-    for name, (purpose, _) in [*COMMANDS.items(), ("help", ("show this help", None))]:
+    rows = [(name, command.purpose) for name, command in COMMANDS.items()]
+    for name, purpose in [*rows, ("help", "show this help")]:
         wrapped = textwrap.wrap(purpose, 80 - 15)
         lines.append(f"  {name:<13}{wrapped[0]}")
         lines.extend(f"{'':15}{more}" for more in wrapped[1:])
@@ -175,7 +152,7 @@ def _command_help(name: str, stdout: Any, stderr: Any) -> int:
         return 1
     from zkr.clihelp import command_help
 
-    return respond(stdout, stderr, command_help(name, entry[0]))
+    return respond(stdout, stderr, command_help(name, entry.purpose))
 
 
 def _rust_debug(name: str) -> str:
@@ -239,13 +216,12 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         # The command, then the request, are checked before PATH is touched: the file is opened
         # (created, migrated) only by the handler's first database call, after the request was
         # decoded and validated (docs/decisions-core.md; the reference opens first).
-        entry = COMMANDS.get(command)
-        if entry is None:
+        if command not in COMMANDS:
             raise RequestError(f"unknown command {_rust_debug(command)}")
         request = read_request(stdin)
         database = MemoryDb.deferred(path)
         try:
-            result = entry[1](database, request)
+            result = dispatch(database, command, request)
         finally:
             database.close()
     except ZkrError as exc:

@@ -2,9 +2,14 @@
 
 ``MemoryDb.open(path)`` opens (and creates/migrates) a zkr database; each method takes the typed
 request of :mod:`zkr.model` (checked with :func:`zkr.model.validate`, so a float timestamp or a
-negative limit fails as the CLI would) and returns a typed result or plain JSON-ready value.
-Failures raise :class:`zkr.errors.ZkrError` whose message is the CLI's error text. Every
-mutation runs in one ``BEGIN IMMEDIATE`` transaction inside the store module that implements it.
+negative limit fails as the CLI would) and returns the command's typed result from the same
+:mod:`zkr.model` family (``result.to_json()`` is what the CLI prints; see
+:func:`zkr.model.encode`). Failures raise :class:`zkr.errors.ZkrError` whose message is the CLI's
+error text: :class:`~zkr.errors.RequestError` for a request the CLI could not have decoded,
+:class:`~zkr.errors.InvalidInput` for a rule's message, :class:`~zkr.errors.NotFound`
+(``record not found``) for a missing or not-live target, :class:`~zkr.errors.StorageError` for
+a refusal by SQLite. Every mutation runs in one ``BEGIN IMMEDIATE`` transaction inside the store
+module that implements it, so a failed call writes nothing.
 
 The CLI (:mod:`zkr.cli`) is framing over this class; plugins and benchmarks call it in-process.
 """
@@ -80,7 +85,12 @@ class MemoryDb:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> MemoryDb:
-        """Open ``path``, creating and migrating it to schema version 10 (spec/storage.md §1)."""
+        """Open ``path``, creating and migrating it to schema version 10 (spec/storage.md §1).
+
+        Raises :class:`~zkr.errors.SchemaTooNew` for a file whose ``user_version`` is outside
+        0..10 (nothing written) and :class:`~zkr.errors.StorageError` when SQLite cannot open
+        or migrate the file.
+        """
         name = os.fspath(path)
         return cls(db.connect(name), name)
 
@@ -132,8 +142,11 @@ class MemoryDb:
 
     # -- write path (spec/lifecycle.md §3.1-3.2)
     def remember(self, req: model.RememberRequest) -> model.RememberResult:
-        """Store a source, its evidence and optionally a claim; an ``ingestion_key`` replay
-        returns the original ids (spec/lifecycle.md §3.1). Raises ``InvalidInput``/``NotFound``."""
+        """Store a source, its one evidence row and optionally a claim and a locator
+        (spec/lifecycle.md §3.1). A repeated ``ingestion_key`` with the same content returns
+        the original ids and writes nothing. Raises ``InvalidInput`` (blank text, illegal
+        claim state, bad locator, key reused with another payload) and ``NotFound`` when the
+        key's original memory was deleted."""
         model.validate(req)
         from zkr.store import write
 
@@ -205,7 +218,8 @@ class MemoryDb:
             return write.ingested_times(self.conn, tenant_id, person_id, ingestion_key)
 
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
-        """The transcript locator of live evidence in scope, or ``None`` (lifecycle.md §3.2)."""
+        """The transcript locator of live evidence in scope, or ``None`` when it has none
+        (spec/lifecycle.md §3.2). Raises ``NotFound`` for unknown or tombstoned evidence."""
         model.validate(req)
         from zkr.store import write
 
@@ -214,7 +228,10 @@ class MemoryDb:
 
     # -- retrieval (spec/retrieval.md)
     def search(self, req: model.SearchRequest) -> model.RetrievalPack:
-        """A bounded, cited retrieval pack for ``req.query`` (spec/retrieval.md §2-7)."""
+        """A bounded, cited retrieval pack for ``req.query`` (spec/retrieval.md §2-8): lexical,
+        fused with the dense lane when ``query_embedding`` is given, or historical with
+        ``as_of``. Read-only. Raises ``InvalidInput`` for a blank scope or query or a bad query
+        embedding."""
         model.validate(req)
         from zkr.store import retrieval
 
@@ -222,7 +239,8 @@ class MemoryDb:
             return retrieval.search(self.conn, req)
 
     def get(self, req: model.GetRequest) -> model.RetrievalItem:
-        """One live record as a cited item, relevance 10000; ``NotFound`` otherwise."""
+        """One live record as a cited item, relevance 10000 (spec/retrieval.md §8). Read-only.
+        Raises ``NotFound`` when the target is missing, out of scope or not live."""
         model.validate(req)
         from zkr.store import retrieval
 
@@ -231,39 +249,50 @@ class MemoryDb:
 
     # -- lifecycle (spec/lifecycle.md §3.3-3.11)
     def correct(self, req: model.CorrectRequest) -> model.CorrectResult:
-        """Supersede an accepted claim with a correction (spec/lifecycle.md §3.3)."""
+        """Supersede an accepted claim with a corrected value backed by new correction
+        evidence (spec/lifecycle.md §3.3). Raises ``NotFound`` for an unknown claim and
+        ``InvalidInput`` when the claim is not accepted or the times run backwards."""
         model.validate(req)
         from zkr.store import lifecycle
 
         with self._lock:
             return lifecycle.correct(self.conn, req)
 
-    def link(self, req: model.LinkRequest) -> None:
-        """Attach supporting or contradicting evidence to an accepted claim (§3.4)."""
+    def link(self, req: model.LinkRequest) -> model.LinkResult:
+        """Attach supporting or contradicting live evidence to an accepted claim
+        (spec/lifecycle.md §3.4); an identical link is a no-op. Raises ``NotFound`` for a claim
+        that is not accepted or evidence that is not live, ``InvalidInput`` for a confidence
+        above 10000 basis points or a conflicting existing link."""
         model.validate(req)
         from zkr.store import lifecycle
 
         with self._lock:
             lifecycle.link(self.conn, req)
+        return model.LinkResult()
 
-    def promote(self, req: model.ClaimTierRequest) -> str:
-        """Move a processed short_term claim to long_term; returns its id (§3.5)."""
+    def promote(self, req: model.ClaimTierRequest) -> model.ClaimTierResult:
+        """Move a processed ``short_term`` claim to ``long_term`` (spec/lifecycle.md §3.5).
+        Raises ``StorageError('Query returned no rows')`` for an unknown claim and
+        ``InvalidInput`` for a claim in another tier or state."""
         model.validate(req)
         from zkr.store import lifecycle
 
         with self._lock:
-            return lifecycle.promote(self.conn, req)
+            return model.ClaimTierResult(lifecycle.promote(self.conn, req))
 
-    def archive(self, req: model.ClaimTierRequest) -> str:
-        """Move a processed claim to the archive tier; returns its id (§3.6)."""
+    def archive(self, req: model.ClaimTierRequest) -> model.ClaimTierResult:
+        """Move a processed, non-superseded claim to the archive tier, out of live retrieval
+        (spec/lifecycle.md §3.6); already archived is a no-op. Raises as :meth:`promote`."""
         model.validate(req)
         from zkr.store import lifecycle
 
         with self._lock:
-            return lifecycle.archive(self.conn, req)
+            return model.ClaimTierResult(lifecycle.archive(self.conn, req))
 
     def delete(self, req: model.DeleteRequest) -> model.DeleteResult:
-        """Tombstone a source and retract the claims only it supported (§3.7)."""
+        """Tombstone a source and its evidence and retract the claims only it supported
+        (spec/lifecycle.md §3.7). Raises ``NotFound`` for an unknown or deleted source and
+        ``InvalidInput`` when ``deleted_at`` predates what it affects."""
         model.validate(req)
         from zkr.store import lifecycle
 
@@ -271,7 +300,9 @@ class MemoryDb:
             return lifecycle.delete(self.conn, req)
 
     def profile(self, req: model.ProfileRequest) -> model.ProfileEntry:
-        """Project a live profile_fact claim into the profile (spec/lifecycle.md §3.8)."""
+        """Project a live ``profile_fact`` claim into the current profile (spec/lifecycle.md
+        §3.8); an identical entry is returned without a write. Raises ``NotFound`` for a claim
+        that is not live, ``InvalidInput`` for a claim of another kind."""
         model.validate(req)
         from zkr.store import profiles
 
@@ -279,41 +310,48 @@ class MemoryDb:
             return profiles.profile(self.conn, req)
 
     def profiles(self, req: model.LimitRequest) -> list[model.ProfileEntry]:
-        """Live profile entries, newest first, bounded (§3.9)."""
+        """At most ``limit`` live profile entries, newest first (spec/lifecycle.md §3.9).
+        Read-only. Raises ``InvalidInput`` for a blank scope or a page over 1,000,000 bytes."""
         model.validate(req)
         from zkr.store import profiles
 
         with self._lock:
             return profiles.profiles(self.conn, req)
 
-    def review(self, req: model.ReviewRequest) -> str:
-        """Store a cited daily review; returns its id (§3.10)."""
+    def review(self, req: model.ReviewRequest) -> model.ReviewResult:
+        """Store a daily review citing live evidence (spec/lifecycle.md §3.10); every call
+        stores a new review. Raises ``InvalidInput`` for blank fields, no evidence or a cited
+        id that is not live evidence in scope."""
         model.validate(req)
         from zkr.store import profiles
 
         with self._lock:
-            return profiles.review(self.conn, req)
+            return model.ReviewResult(profiles.review(self.conn, req))
 
     def reviews(self, req: model.LimitRequest) -> list[model.DailyReview]:
-        """Daily reviews, newest day first, bounded (§3.11)."""
+        """At most ``limit`` daily reviews, latest day first (spec/lifecycle.md §3.11).
+        Read-only. Raises ``InvalidInput`` for a blank scope or a page over 1,000,000 bytes."""
         model.validate(req)
         from zkr.store import profiles
 
         with self._lock:
             return profiles.reviews(self.conn, req)
 
-    def repair(self, req: model.LimitRequest) -> int:
-        """Drain a bounded batch of the projection-repair outbox; returns the count (§3.12)."""
+    def repair(self, req: model.LimitRequest) -> model.RepairResult:
+        """Drain at most ``limit`` rows of the projection-repair outbox, dropping stale
+        projections of the targets they name (spec/lifecycle.md §3.12). Raises
+        ``InvalidInput`` for a blank scope."""
         model.validate(req)
         from zkr.store import repair
 
         with self._lock:
-            return repair.repair(self.conn, req)
+            return model.RepairResult(repair.repair(self.conn, req))
 
     # -- seeing and steering memory (zkr's own commands, docs/inspect.md)
     def trace(self, req: model.TraceRequest) -> model.Trace:
         """A source, evidence or claim in scope and its neighbourhood: evidence, links,
-        correction chain, profile entries and reviews (:func:`zkr.store.inspect.trace`)."""
+        correction chain, profile entries and reviews (:func:`zkr.store.inspect.trace`,
+        docs/inspect.md)."""
         model.validate(req)
         from zkr.store import inspect
 
@@ -322,7 +360,7 @@ class MemoryDb:
 
     def lookup(self, req: model.LookupRequest) -> list[dict[str, Any]]:
         """The live (or ``as_of``) claims for a subject and predicate, with their citations
-        (:func:`zkr.store.inspect.lookup`)."""
+        (:func:`zkr.store.inspect.lookup`, docs/inspect.md)."""
         model.validate(req)
         from zkr.store import inspect
 
@@ -331,7 +369,7 @@ class MemoryDb:
 
     def browse(self, req: model.BrowseRequest) -> dict[str, Any]:
         """One page of the scope's sources and claims, newest recorded first
-        (:func:`zkr.store.inspect.browse`)."""
+        (:func:`zkr.store.inspect.browse`, docs/inspect.md)."""
         model.validate(req)
         from zkr.store import inspect
 
@@ -340,7 +378,7 @@ class MemoryDb:
 
     def settle(self, req: model.SettleRequest) -> dict[str, str]:
         """Move a pending or blocked claim to processed (or pending to blocked), with a feed
-        commit replicas apply (:func:`zkr.store.settle.settle`)."""
+        commit replicas apply (:func:`zkr.store.settle.settle`, docs/inspect.md)."""
         model.validate(req)
         from zkr.store import settle
 
@@ -348,16 +386,20 @@ class MemoryDb:
             return settle.settle(self.conn, req)
 
     # -- embeddings (spec/retrieval.md §9-11)
-    def projections(self, req: model.ProjectionsRequest) -> list[dict[str, Any]]:
-        """Missing or stale embedding inputs for a model/version (spec/retrieval.md §9)."""
+    def projections(self, req: model.ProjectionsRequest) -> list[model.ProjectionIssue]:
+        """Missing and stale embedding inputs of one model/version, at most ``limit`` and
+        1,000,000 bytes (spec/retrieval.md §10). Read-only. Raises ``InvalidInput`` for blank
+        scope/model/version or one issue larger than the page."""
         model.validate(req)
         from zkr.store import embeddings
 
         with self._lock:
             return embeddings.projections(self.conn, req)
 
-    def embed(self, req: model.EmbedRequest) -> dict[str, Any]:
-        """Store a caller-computed embedding of a live record (spec/retrieval.md §10)."""
+    def embed(self, req: model.EmbedRequest) -> model.EmbedResult:
+        """Store a caller-computed vector for a live target, bound to its current input hash
+        (spec/retrieval.md §11). Raises ``InvalidInput`` (non-finite vector, l2 magnitude,
+        hash mismatch, lane conflict) and ``NotFound`` for a target that is not live."""
         model.validate(req)
         from zkr.store import embeddings
 
@@ -365,16 +407,20 @@ class MemoryDb:
             return embeddings.embed(self.conn, req)
 
     # -- sync (spec/sync.md)
-    def export(self, req: model.ExportRequest) -> dict[str, Any]:
-        """One page of the scope's commit feed (spec/sync.md §3)."""
+    def export(self, req: model.ExportRequest) -> model.ExportPage:
+        """One page of the scope's commit feed (spec/sync.md §3). Read-only, one snapshot.
+        Raises ``InvalidInput`` for the cursor and format rules of §3.2."""
         model.validate(req)
         from zkr.store import feed
 
         with self._lock:
             return feed.export(self.conn, req)
 
-    def apply(self, req: model.ApplyRequest) -> dict[str, int]:
-        """Materialise complete commits exported by another database (spec/sync.md §4)."""
+    def apply(self, req: model.ApplyRequest) -> model.ApplyResult:
+        """Materialise complete commits exported by another database, all in one transaction
+        (spec/sync.md §4). Raises ``RequestError`` for a record that does not parse,
+        ``InvalidInput`` for the rules of §4.2/§4.5, ``StorageError`` for an id colliding with
+        another scope's row; any error writes nothing."""
         model.validate(req)
         from zkr.store import apply
 

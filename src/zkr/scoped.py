@@ -234,9 +234,9 @@ class ScopedMemory:
         evidence_id: str,
         relation: model.Relation | str = "supports",
         confidence_basis_points: int = 10_000,
-    ) -> None:
+    ) -> model.LinkResult:
         """Attach supporting (default) or contradicting evidence to a claim."""
-        self.db.link(
+        return self.db.link(
             model.LinkRequest(
                 self.tenant_id,
                 self.person_id,
@@ -247,14 +247,14 @@ class ScopedMemory:
             )
         )
 
-    def promote(self, claim_id: str, recorded_at: int | None = None) -> str:
+    def promote(self, claim_id: str, recorded_at: int | None = None) -> model.ClaimTierResult:
         """Move a processed short_term claim to long_term."""
         request = model.ClaimTierRequest(
             self.tenant_id, self.person_id, claim_id, self._at(recorded_at)
         )
         return self.db.promote(request)
 
-    def archive(self, claim_id: str, recorded_at: int | None = None) -> str:
+    def archive(self, claim_id: str, recorded_at: int | None = None) -> model.ClaimTierResult:
         """Move a processed claim to the archive tier."""
         request = model.ClaimTierRequest(
             self.tenant_id, self.person_id, claim_id, self._at(recorded_at)
@@ -268,7 +268,7 @@ class ScopedMemory:
         )
         return self.db.delete(request)
 
-    def repair(self, limit: int = 100) -> int:
+    def repair(self, limit: int = 100) -> model.RepairResult:
         """Drain a bounded batch of the projection-repair outbox; returns the count handled."""
         return self.db.repair(model.LimitRequest(self.tenant_id, self.person_id, limit))
 
@@ -300,7 +300,7 @@ class ScopedMemory:
         summary: str,
         evidence_ids: list[str],
         recorded_at: int | None = None,
-    ) -> str:
+    ) -> model.ReviewResult:
         """Store a cited daily review; returns its id."""
         return self.db.review(
             model.ReviewRequest(

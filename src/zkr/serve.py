@@ -39,7 +39,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, BinaryIO
 
-from zkr.cli import COMMANDS, REQUEST_LIMIT, _rust_debug, _write_all
+from zkr.cli import REQUEST_LIMIT, _write_all, dispatch
 from zkr.codec import Fields, _describe, canonical, cli_dumps, parse_json
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
@@ -96,11 +96,8 @@ def run_command(database: MemoryDb, command: str, request: Any) -> Any:
 
     Raises :class:`ZkrError` with the CLI's message (``unknown command "x"`` included).
     """
-    entry = COMMANDS.get(command)
-    if entry is None:
-        raise RequestError(f"unknown command {_rust_debug(command)}")
     try:
-        return entry[1](database, request)
+        return dispatch(database, command, request)
     except RecursionError:
         raise RequestError("request nesting is too deep") from None
 

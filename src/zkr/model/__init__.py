@@ -8,10 +8,10 @@ types. ``from zkr.model import SearchRequest`` and ``model.SearchRequest`` both 
 
 =====================  ========================================================================
 ``zkr.model.kinds``    enums stored in the database, the legal-state matrix
-``.base``              ``Target`` / ``TargetKind``, ``Scope``
+``.base``              ``Target`` / ``TargetKind``, ``Scope``, :func:`encode` (result → JSON)
 ``.remember``          ``remember`` / ``locator``
 ``.retrieval``         ``search`` / ``get`` and the retrieval pack
-``.lifecycle``         ``correct``, ``promote``/``archive``, ``link``, ``delete``, limit requests
+``.lifecycle``         ``correct``, ``promote``/``archive``, ``link``, ``delete``, ``repair``
 ``.profiles``          ``profile``/``profiles``, ``review``/``reviews``
 ``.embeddings``        ``projections`` / ``embed``
 ``.sync``              ``export`` / ``apply``
@@ -19,7 +19,9 @@ types. ``from zkr.model import SearchRequest`` and ``model.SearchRequest`` both 
 ``.checks``            :func:`validate`, the library-side request checks
 =====================  ========================================================================
 
-Each request type has a ``from_json`` constructor that applies the CLI decoding rules of
+Every command has one request type and one result type (a ``NamedTuple``, a list of them, or
+``Locator | None``) in the submodule of its family; results have ``to_json()`` giving the CLI's
+JSON shape. Each request type has a ``from_json`` constructor that applies the CLI decoding rules of
 spec/cli.md §5 (required fields, integer widths, ``null`` only where the field is optional,
 unknown fields ignored except for ``profile``). The library API (:class:`zkr.MemoryDb`) takes
 these values directly, so the CLI is only framing.
@@ -49,6 +51,7 @@ _HOME: dict[str, str] = {
     "Target": "base",
     "Scope": "base",
     "scope_fields": "base",
+    "encode": "base",
     "ClaimInput": "remember",
     "Locator": "remember",
     "RememberRequest": "remember",
@@ -68,17 +71,26 @@ _HOME: dict[str, str] = {
     "LinkRequest": "lifecycle",
     "DeleteRequest": "lifecycle",
     "DeleteResult": "lifecycle",
+    "ClaimTierResult": "lifecycle",
+    "LinkResult": "lifecycle",
+    "RepairResult": "lifecycle",
     "LimitRequest": "lifecycle",
     "PROFILE_FIELDS": "profiles",
     "ProfileRequest": "profiles",
     "ProfileEntry": "profiles",
     "ReviewRequest": "profiles",
     "DailyReview": "profiles",
+    "ReviewResult": "profiles",
     "ProjectionsRequest": "embeddings",
     "EmbeddingInput": "embeddings",
     "EmbedRequest": "embeddings",
+    "ProjectionInput": "embeddings",
+    "ProjectionIssue": "embeddings",
+    "EmbedResult": "embeddings",
     "ExportRequest": "sync",
     "ApplyRequest": "sync",
+    "ExportPage": "sync",
+    "ApplyResult": "sync",
     "TraceRequest": "inspect",
     "Trace": "inspect",
     "LookupRequest": "inspect",
@@ -96,6 +108,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         Scope as Scope,
         Target as Target,
         TargetKind as TargetKind,
+        encode as encode,
         scope_fields as scope_fields,
     )
     from zkr.model.checks import (
@@ -104,6 +117,9 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from zkr.model.embeddings import (
         EmbeddingInput as EmbeddingInput,
         EmbedRequest as EmbedRequest,
+        EmbedResult as EmbedResult,
+        ProjectionInput as ProjectionInput,
+        ProjectionIssue as ProjectionIssue,
         ProjectionsRequest as ProjectionsRequest,
     )
     from zkr.model.inspect import (
@@ -129,12 +145,15 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from zkr.model.lifecycle import (
         ClaimTierRequest as ClaimTierRequest,
+        ClaimTierResult as ClaimTierResult,
         CorrectRequest as CorrectRequest,
         CorrectResult as CorrectResult,
         DeleteRequest as DeleteRequest,
         DeleteResult as DeleteResult,
         LimitRequest as LimitRequest,
         LinkRequest as LinkRequest,
+        LinkResult as LinkResult,
+        RepairResult as RepairResult,
     )
     from zkr.model.profiles import (
         PROFILE_FIELDS as PROFILE_FIELDS,
@@ -142,6 +161,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         ProfileEntry as ProfileEntry,
         ProfileRequest as ProfileRequest,
         ReviewRequest as ReviewRequest,
+        ReviewResult as ReviewResult,
     )
     from zkr.model.remember import (
         ClaimInput as ClaimInput,
@@ -162,6 +182,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from zkr.model.sync import (
         ApplyRequest as ApplyRequest,
+        ApplyResult as ApplyResult,
+        ExportPage as ExportPage,
         ExportRequest as ExportRequest,
     )
 

@@ -39,6 +39,18 @@ class Target(NamedTuple):
         return (TARGET_RANK[self.kind], self.id)
 
 
+def encode(result: Any) -> Any:
+    """The JSON value of a command's typed result: ``result.to_json()``, a list item by item,
+    ``None`` as ``null`` (the last step of every CLI command, see :mod:`zkr.cli`). A ``dict``
+    is already a JSON value and passes through (``lookup``, ``browse`` and ``settle`` still
+    return JSON-ready dicts)."""
+    if result is None or isinstance(result, dict):
+        return result
+    if isinstance(result, list):
+        return [encode(item) for item in result]
+    return result.to_json()
+
+
 class Scope(NamedTuple):
     tenant_id: str
     person_id: str

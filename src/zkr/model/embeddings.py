@@ -1,4 +1,4 @@
-"""Requests of ``projections`` and ``embed`` (spec/retrieval.md §9-11)."""
+"""Requests and results of ``projections`` and ``embed`` (spec/retrieval.md §9-11)."""
 
 from typing import Any, NamedTuple
 
@@ -25,6 +25,45 @@ class ProjectionsRequest(NamedTuple):
             version=f.string("version"),
             limit=f.u32_default("limit", 10),
         )
+
+
+class ProjectionInput(NamedTuple):
+    """The current embedding input of a live target (spec/retrieval.md §9.1): its text, the
+    target revision it was read at and ``input_hash`` (``sha256:`` + hex of the UTF-8 text)."""
+
+    target: Target
+    text: str
+    revision: int
+    input_hash: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target.to_json(),
+            "text": self.text,
+            "target_revision": self.revision,
+            "input_hash": self.input_hash,
+        }
+
+
+class ProjectionIssue(NamedTuple):
+    """One item of ``projections`` (spec/retrieval.md §10.3): ``state`` is ``"missing"`` or
+    ``"stale"``; the ``stored_*`` fields are the stored row's columns as SQLite holds them
+    (normally ``int``, ``str``, ``int`` Unix seconds), all ``None`` when the row is missing."""
+
+    state: str
+    input: ProjectionInput
+    stored_target_revision: object
+    stored_input_hash: object
+    stored_created_at: object
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "input": self.input.to_json(),
+            "stored_target_revision": self.stored_target_revision,
+            "stored_input_hash": self.stored_input_hash,
+            "stored_created_at": self.stored_created_at,
+        }
 
 
 class EmbeddingInput(NamedTuple):
@@ -63,3 +102,23 @@ class EmbedRequest(NamedTuple):
             target=Target.from_json(f.required("target")),
             embedding=EmbeddingInput.from_json(f.obj("embedding", "struct EmbeddingInput")),
         )
+
+
+class EmbedResult(NamedTuple):
+    """Result of ``embed`` (spec/retrieval.md §11.4); ``created_at`` is SQLite's ``unixepoch()``
+    at the write, in Unix seconds."""
+
+    target: Target
+    dimension: int
+    target_revision: int
+    input_hash: str
+    created_at: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "target": self.target.to_json(),
+            "dimension": self.dimension,
+            "target_revision": self.target_revision,
+            "input_hash": self.input_hash,
+            "created_at": self.created_at,
+        }

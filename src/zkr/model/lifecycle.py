@@ -1,5 +1,5 @@
-"""Requests and results of ``correct``, ``promote``/``archive``, ``link``, ``delete``, and the
-limit-only request of ``repair``, ``profiles`` and ``reviews``.
+"""Requests and results of ``correct``, ``promote``/``archive``, ``link``, ``delete``, ``repair``
+and the limit-only request of ``repair``, ``profiles`` and ``reviews``.
 
 spec/lifecycle.md §3.3-3.7, §3.9, §3.11, §3.12.
 """
@@ -70,6 +70,15 @@ class ClaimTierRequest(NamedTuple):
         return cls(tenant, person, f.string("claim_id"), f.i64("recorded_at"))
 
 
+class ClaimTierResult(NamedTuple):
+    """Result of ``promote`` and ``archive``: the claim id (spec/lifecycle.md §3.5-3.6)."""
+
+    claim_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claim_id": self.claim_id}
+
+
 class LinkRequest(NamedTuple):
     tenant_id: str
     person_id: str
@@ -90,6 +99,15 @@ class LinkRequest(NamedTuple):
             relation=f.enum("relation", Relation),
             confidence_basis_points=f.u16("confidence_basis_points"),
         )
+
+
+class LinkResult(NamedTuple):
+    """Result of ``link``: always ``{"ok": true}``; failures raise (spec/lifecycle.md §3.4)."""
+
+    ok: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok}
 
 
 class DeleteRequest(NamedTuple):
@@ -130,3 +148,12 @@ class LimitRequest(NamedTuple):
         f = Fields(value, "struct LimitRequest")
         tenant, person = scope_fields(f)
         return cls(tenant, person, f.u32_default("limit", 10))
+
+
+class RepairResult(NamedTuple):
+    """Result of ``repair``: outbox rows drained in this call (spec/lifecycle.md §3.12)."""
+
+    processed: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"processed": self.processed}

@@ -79,6 +79,15 @@ class ReviewRequest(NamedTuple):
         )
 
 
+class ReviewResult(NamedTuple):
+    """Result of ``review``: the new review's id (spec/lifecycle.md §3.10)."""
+
+    id: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id}
+
+
 class DailyReview(NamedTuple):
     id: str
     day: str

@@ -37,6 +37,7 @@ from zkr.codec import U64_MAX, Fields, expect_int
 from zkr.errors import InvalidInput, RequestError
 from zkr.model import (
     ApplyRequest,
+    ApplyResult,
     Locator,
     ProcessingState,
     Status,
@@ -147,7 +148,7 @@ def _validate(req: ApplyRequest, commits: Sequence[Commit]) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
-def apply(conn: sqlite3.Connection, req: ApplyRequest) -> dict[str, int]:
+def apply(conn: sqlite3.Connection, req: ApplyRequest) -> ApplyResult:
     """Apply complete commits in one transaction; returns the four counters of §4.6.
 
     ``records_skipped`` counts ledger hits only; ``records_applied`` counts every other record,
@@ -191,7 +192,7 @@ def apply(conn: sqlite3.Connection, req: ApplyRequest) -> dict[str, int]:
             " NULL, NULL, ?)",
             (new_id(), req.tenant_id, req.person_id, applied_at),
         )
-    return counts
+    return ApplyResult(**counts)
 
 
 # --------------------------------------------------------------------------- per-kind rules

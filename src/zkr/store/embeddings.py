@@ -33,14 +33,17 @@ from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias
 
 from zkr.codec import canonical, sha256_tagged
 from zkr.errors import InvalidInput, NotFound
 from zkr.model import (
     Distance,
     EmbedRequest,
+    EmbedResult,
     Normalization,
+    ProjectionInput,
+    ProjectionIssue,
     ProjectionsRequest,
     QueryEmbedding,
     Target,
@@ -205,24 +208,6 @@ def encode_vector(vec: Vector) -> str:
 
 
 # --------------------------------------------------------------------------- projection inputs
-
-
-@dataclass(frozen=True)
-class ProjectionInput:
-    """The current embedding input of a live target (spec/retrieval.md §9.1)."""
-
-    target: Target
-    text: str
-    revision: int
-    input_hash: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target.to_json(),
-            "text": self.text,
-            "target_revision": self.revision,
-            "input_hash": self.input_hash,
-        }
 
 
 # §9.1: a source while not tombstoned; evidence while not tombstoned (its source is not
@@ -468,7 +453,7 @@ def _candidates(
                 yield current, None if row[3] is None else stored_row(row[3:])
 
 
-def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[dict[str, Any]]:
+def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[ProjectionIssue]:
     """Missing and stale embedding inputs of one (model, version), earliest first
     (spec/retrieval.md §10). Read-only.
 
@@ -480,7 +465,7 @@ def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[dict[
     require_text(req.version, "embedding version")
     limit = bounded_limit(req.limit)
     t, p = req.tenant_id, req.person_id
-    issues: list[dict[str, Any]] = []
+    issues: list[ProjectionIssue] = []
     total = 2  # the brackets
     with read_tx(conn):
         lane_config = lane(conn, t, p, req.model, req.version)
@@ -488,14 +473,14 @@ def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[dict[
             state = row_issue(current, row, lane_config)
             if state is None:
                 continue
-            issue = {
-                "state": state,
-                "input": current.to_json(),
-                "stored_target_revision": None if row is None else row.target_revision,
-                "stored_input_hash": None if row is None else row.input_hash,
-                "stored_created_at": None if row is None else row.created_at,
-            }
-            size = len(canonical(issue).encode("utf-8"))
+            issue = (
+                ProjectionIssue(state, current, None, None, None)
+                if row is None
+                else ProjectionIssue(
+                    state, current, row.target_revision, row.input_hash, row.created_at
+                )
+            )
+            size = len(canonical(issue.to_json()).encode("utf-8"))
             if size + 2 > PAGE_LIMIT_BYTES:
                 raise InvalidInput(
                     f"projection issue exceeds the {PAGE_LIMIT_BYTES}-byte page limit"
@@ -525,7 +510,7 @@ RETURNING created_at
 """
 
 
-def embed(conn: sqlite3.Connection, req: EmbedRequest) -> dict[str, Any]:
+def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
     """Store a caller-computed vector for a live target (spec/retrieval.md §11).
 
     Validation order: scope; blank model, version, input_hash; finite float32 vector; unit
@@ -578,13 +563,7 @@ def embed(conn: sqlite3.Connection, req: EmbedRequest) -> dict[str, Any]:
                 current.revision,
             ),
         ).fetchone()
-    return {
-        "target": req.target.to_json(),
-        "dimension": len(vec),
-        "target_revision": current.revision,
-        "input_hash": current.input_hash,
-        "created_at": row[0],
-    }
+    return EmbedResult(req.target, len(vec), current.revision, current.input_hash, row[0])
 
 
 # --------------------------------------------------------------------------- dense lane

@@ -26,6 +26,7 @@ from zkr.codec import canonical
 from zkr.errors import InvalidInput, StorageError
 from zkr.model import (
     ClaimKind,
+    ExportPage,
     ExportRequest,
     Locator,
     ProcessingState,
@@ -598,12 +599,12 @@ def _stored_record(sequence: int, index: int, payload: str) -> Record:
         ) from None
 
 
-def export(conn: sqlite3.Connection, req: ExportRequest) -> dict[str, Any]:
+def export(conn: sqlite3.Connection, req: ExportRequest) -> ExportPage:
     """One page of the scope's commit feed (spec/sync.md §3).
 
     Validation runs in the order of §3.2 (the first failure wins, as ``InvalidInput``); the page
     is read in one deferred transaction, so the mark and the events come from one snapshot. The
-    result has the keys of §3.4 in canonical order; the CLI prints them sorted.
+    page's ``to_json()`` has the keys of §3.4 in canonical order; the CLI prints them sorted.
     """
     require_scope(req.tenant_id, req.person_id)
     if req.export_format != EXPORT_FORMAT:
@@ -681,12 +682,12 @@ def export(conn: sqlite3.Connection, req: ExportRequest) -> dict[str, Any]:
     else:
         next_commit = current_commit["sequence"]
         next_index = current_commit["first_event_index"] + len(current_commit["records"]) - 1
-    return {
-        "export_format": EXPORT_FORMAT,
-        "database_schema_version": SCHEMA_VERSION,
-        "high_water_mark": mark,
-        "next_after_commit": next_commit,
-        "next_after_event_index": next_index,
-        "complete": len(rows) <= limit and not truncated,
-        "commits": commits,
-    }
+    return ExportPage(
+        export_format=EXPORT_FORMAT,
+        database_schema_version=SCHEMA_VERSION,
+        high_water_mark=mark,
+        next_after_commit=next_commit,
+        next_after_event_index=next_index,
+        complete=len(rows) <= limit and not truncated,
+        commits=commits,
+    )
