@@ -47,11 +47,12 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import write_tx
+from zkr.store.derived import APPLY_SYNC, add_fts, drop_fts, enqueue_repair, log_operation
 from zkr.store.eligibility import live_evidence
 from zkr.store.feed import EXPORT_FORMAT, SCHEMA_VERSION, Record
 from zkr.store.records import canonical_payload, hash_payload, parse_record, record_identity
 from zkr.store.write import validate_locator
-from zkr.text import new_id, require_scope, require_text
+from zkr.text import require_scope, require_text
 
 I64_MAX = 2**63 - 1
 MAX_CONFIDENCE = 10_000
@@ -186,12 +187,7 @@ def apply(conn: sqlite3.Connection, req: ApplyRequest) -> ApplyResult:
                 counts["commits_skipped"] += 1
         applier.write_ledger()
         # spec/sync.md §4.3: one operation row per call, even for an empty batch.
-        conn.execute(
-            "INSERT INTO memory_operations (id, tenant_id, person_id, operation_type, status,"
-            " target_kind, target_id, recorded_at) VALUES (?, ?, ?, 'apply', 'success',"
-            " NULL, NULL, ?)",
-            (new_id(), req.tenant_id, req.person_id, applied_at),
-        )
+        log_operation(conn, req.tenant_id, req.person_id, "apply", applied_at)
     return ApplyResult(**counts)
 
 
@@ -392,17 +388,10 @@ class _Applier:
 
     def _enqueue_repair(self, target_kind: str, target_id: str) -> None:
         """A projection-repair outbox row, reason ``apply_sync``, created at ``applied_at``."""
-        self.conn.execute(
-            "INSERT INTO memory_repair_outbox (id, tenant_id, person_id, target_kind, target_id,"
-            " reason, created_at, processed_at) VALUES (?, ?, ?, ?, ?, 'apply_sync', ?, NULL)",
-            (new_id(), *self.scope, target_kind, target_id, self.applied_at),
-        )
+        enqueue_repair(self.conn, *self.scope, target_kind, target_id, APPLY_SYNC, self.applied_at)
 
     def _drop_fts(self, source_id: str) -> None:
-        self.conn.execute(
-            "DELETE FROM source_fts WHERE source_id = ? AND tenant_id = ? AND person_id = ?",
-            (source_id, *self.scope),
-        )
+        drop_fts(self.conn, *self.scope, source_id)
 
     # -- source (pass 0) and origins (pass 3)
 
@@ -439,11 +428,7 @@ class _Applier:
                 ),
             )
             if deleted_at is None:
-                self.conn.execute(
-                    "INSERT INTO source_fts (source_id, tenant_id, person_id, content)"
-                    " VALUES (?, ?, ?, ?)",
-                    (sid, *self.scope, s["content"]),
-                )
+                add_fts(self.conn, *self.scope, sid, s["content"])
             return
         stored_key, stored_kind, content, captured_at, recorded_at, stored_rev, stored_del = row
         if (stored_key, stored_kind, content, captured_at, recorded_at) != (

@@ -14,7 +14,6 @@ Deliberate deviations from the reference are listed in docs/decisions-lifecycle.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 from zkr.errors import InvalidInput, NotFound, StorageError
@@ -36,53 +35,21 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import write_tx
+from zkr.store.derived import (
+    DELETE_SYNC,
+    SUPERSEDED_SYNC,
+    TIER_CHANGED,
+    drop_fts,
+    enqueue_repair,
+    enqueue_repairs,
+    log_operation,
+)
 from zkr.store.eligibility import LIVE_EVIDENCE, SUPPORTS, live_evidence, live_source
 from zkr.store.write import Capture, insert_capture, insert_supported_claim, set_origins
 from zkr.text import new_id, require_scope, require_text
 
 MAX_CONFIDENCE = 10_000
 INTERVAL_TRIGGER = "invalid claim half-open time interval"
-
-# Outbox reasons and operation types (bare, spec/storage.md §2.3).
-SUPERSEDED_SYNC = "superseded_sync"
-DELETE_SYNC = "delete_sync"
-TIER_CHANGED = "tier_changed"
-
-
-# --------------------------------------------------------------------------- shared writes
-
-
-def enqueue(
-    conn: sqlite3.Connection,
-    tenant_id: str,
-    person_id: str,
-    target_kind: str,
-    target_id: str,
-    reason: str,
-    created_at: int,
-) -> None:
-    """One pending projection-repair outbox row (spec/lifecycle.md §1.5)."""
-    conn.execute(
-        "INSERT INTO memory_repair_outbox (id, tenant_id, person_id, target_kind, target_id,"
-        " reason, created_at, processed_at) VALUES (?, ?, ?, ?, ?, ?, ?, NULL)",
-        (new_id(), tenant_id, person_id, target_kind, target_id, reason, created_at),
-    )
-
-
-def log_operation(
-    conn: sqlite3.Connection,
-    tenant_id: str,
-    person_id: str,
-    operation_type: str,
-    claim_id: str,
-    recorded_at: int,
-) -> None:
-    """One ``success`` row of ``memory_operations`` targeting a claim (spec/lifecycle.md §1.5)."""
-    conn.execute(
-        "INSERT INTO memory_operations (id, tenant_id, person_id, operation_type, status,"
-        " target_kind, target_id, recorded_at) VALUES (?, ?, ?, ?, 'success', 'claim', ?, ?)",
-        (new_id(), tenant_id, person_id, operation_type, claim_id, recorded_at),
-    )
 
 
 # --------------------------------------------------------------------------- correct
@@ -133,7 +100,7 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
             " WHERE id = ?",
             (req.valid_at, req.recorded_at, req.claim_id),
         )
-        enqueue(conn, t, p, "claim", req.claim_id, SUPERSEDED_SYNC, req.recorded_at)
+        enqueue_repair(conn, t, p, "claim", req.claim_id, SUPERSEDED_SYNC, req.recorded_at)
         # Writes 1 + 6: the profile entries the old claim backed (deletion records in id order).
         removed = sorted(
             conn.execute(
@@ -344,8 +311,8 @@ def _change_tier(
     """The shared writes of promote/archive: tier, outbox, operation row, one claim record."""
     t, p = req.tenant_id, req.person_id
     conn.execute("UPDATE claims SET tier = ? WHERE id = ?", (tier.value, req.claim_id))
-    enqueue(conn, t, p, "claim", req.claim_id, TIER_CHANGED, req.recorded_at)
-    log_operation(conn, t, p, operation, req.claim_id, req.recorded_at)
+    enqueue_repair(conn, t, p, "claim", req.claim_id, TIER_CHANGED, req.recorded_at)
+    log_operation(conn, t, p, operation, req.recorded_at, req.claim_id)
     feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id)])
 
 
@@ -415,15 +382,6 @@ RETURNING id, subject, predicate, value, kind, valid_from, valid_until, recorded
   recorded_until, status, tier, processing_state
 """
 
-# §3.7 write 5: every outbox row of one delete in a single statement, in the given order.
-_ENQUEUE_MANY_SQL = f"""
-INSERT INTO memory_repair_outbox (id, tenant_id, person_id, target_kind, target_id, reason,
-  created_at, processed_at)
-SELECT lower(hex(randomblob(16))), :t, :p, json_extract(value, '$[0]'),
-  json_extract(value, '$[1]'), '{DELETE_SYNC}', :deleted_at, NULL
-FROM json_each(:targets) ORDER BY key
-"""
-
 # §3.7 write 6: the scope-wide sweep of entries backed by retracted claims (§5 item 12).
 _SWEEP_PROFILES_SQL = """
 DELETE FROM profile_entries
@@ -479,10 +437,7 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
             "UPDATE sources SET deleted_at = ?, revision = revision + 1 WHERE id = ?",
             (at, req.source_id),
         )
-        conn.execute(
-            "DELETE FROM source_fts WHERE source_id = ? AND tenant_id = ? AND person_id = ?",
-            (req.source_id, t, p),
-        )
+        drop_fts(conn, t, p, req.source_id)
         evidence_count = conn.execute(
             "UPDATE evidence SET deleted_at = :deleted_at WHERE tenant_id = :t AND person_id = :p"
             f" AND source_id = :source AND {live_evidence('')}",
@@ -500,10 +455,10 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
         # Pre-collection (a) is read after the writes: tombstoning changes no id or ordering.
         evidence_rows = conn.execute(_EVIDENCE_ROWS_SQL, params).fetchall()
         # Write 5: outbox rows for the source, each evidence of (a), then each retracted claim.
-        targets = [["source", req.source_id]]
-        targets += [["evidence", row[0]] for row in evidence_rows]
-        targets += [["claim", row[0]] for row in retracted]
-        conn.execute(_ENQUEUE_MANY_SQL, {**params, "targets": json.dumps(targets)})
+        targets = [("source", req.source_id)]
+        targets += [("evidence", row[0]) for row in evidence_rows]
+        targets += [("claim", row[0]) for row in retracted]
+        enqueue_repairs(conn, t, p, targets, DELETE_SYNC, at)
         # Writes 6-7: profile sweep and review removal, ids back in id order for the feed.
         profiles = sorted(row[0] for row in conn.execute(_SWEEP_PROFILES_SQL, params))
         reviews = sorted(row[0] for row in conn.execute(_DELETE_REVIEWS_SQL, params))

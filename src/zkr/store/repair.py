@@ -27,8 +27,9 @@ import sqlite3
 
 from zkr.model import LimitRequest, Target, TargetKind
 from zkr.store.db import write_tx
+from zkr.store.derived import drop_fts, log_operation
 from zkr.store.embeddings import lane, projection_input, stored_row
-from zkr.text import bounded_limit, new_id, require_scope
+from zkr.text import bounded_limit, require_scope
 
 _KINDS = {kind.value: kind for kind in TargetKind}
 
@@ -60,12 +61,7 @@ def repair(conn: sqlite3.Connection, req: LimitRequest) -> int:
                 (processed_at, rowid),
             )
         # §3.12 step 5: one operation row per call, even when nothing was processed.
-        conn.execute(
-            "INSERT INTO memory_operations (id, tenant_id, person_id, operation_type, status,"
-            " target_kind, target_id, recorded_at)"
-            " VALUES (?, ?, ?, 'repair', 'success', NULL, NULL, ?)",
-            (new_id(), t, p, processed_at),
-        )
+        log_operation(conn, t, p, "repair", processed_at)
     return processed
 
 
@@ -91,10 +87,7 @@ def _repair_target(
             (tenant_id, person_id, kind.value, target_id),
         )
         if kind is TargetKind.SOURCE:
-            conn.execute(
-                "DELETE FROM source_fts WHERE source_id = ? AND tenant_id = ? AND person_id = ?",
-                (target_id, tenant_id, person_id),
-            )
+            drop_fts(conn, tenant_id, person_id, target_id)
         return
     # §3.12 step 3.4: live: keep only current, well-formed rows in their expected lane.
     rows = conn.execute(_TARGET_ROWS_SQL, (tenant_id, person_id, kind.value, target_id))

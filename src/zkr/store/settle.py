@@ -21,10 +21,8 @@ from zkr.errors import InvalidInput, NotFound
 from zkr.model import ProcessingState, SettleRequest
 from zkr.store import feed
 from zkr.store.db import write_tx
-from zkr.store.lifecycle import enqueue, log_operation
+from zkr.store.derived import STATE_CHANGED, enqueue_repair, log_operation
 from zkr.text import require_scope
-
-STATE_CHANGED = "state_changed"  # outbox reason (informational, spec/lifecycle.md §3.12)
 
 _ALLOWED = {
     (ProcessingState.PENDING, ProcessingState.PROCESSED),
@@ -67,7 +65,7 @@ def settle(conn: sqlite3.Connection, req: SettleRequest) -> dict[str, str]:
         conn.execute(
             "UPDATE claims SET processing_state = ? WHERE id = ?", (target.value, req.claim_id)
         )
-        enqueue(conn, t, p, "claim", req.claim_id, STATE_CHANGED, req.recorded_at)
-        log_operation(conn, t, p, "settle", req.claim_id, req.recorded_at)
+        enqueue_repair(conn, t, p, "claim", req.claim_id, STATE_CHANGED, req.recorded_at)
+        log_operation(conn, t, p, "settle", req.recorded_at, req.claim_id)
         feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id)])
     return {"claim_id": req.claim_id, "processing_state": target.value}

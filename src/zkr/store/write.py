@@ -30,6 +30,7 @@ from zkr.model import (
 )
 from zkr.store import feed
 from zkr.store.db import read_tx, write_tx
+from zkr.store.derived import add_fts
 from zkr.store.eligibility import live_evidence
 from zkr.text import new_id, require_scope, require_text
 
@@ -210,10 +211,7 @@ def insert_capture(conn: sqlite3.Connection, capture: Capture) -> None:
             c.ingestion_key,
         ),
     )
-    conn.execute(
-        "INSERT INTO source_fts (source_id, tenant_id, person_id, content) VALUES (?, ?, ?, ?)",
-        (c.source_id, t, p, c.text),
-    )
+    add_fts(conn, t, p, c.source_id, c.text)
     conn.execute(
         "INSERT INTO evidence (id, tenant_id, person_id, source_id, source_revision, quote,"
         " recorded_at, deleted_at) VALUES (?, ?, ?, ?, 1, ?, ?, NULL)",
