@@ -44,7 +44,7 @@ from zkr.model import (
     Stability,
     Tier,
 )
-from zkr.store import feed, migrations
+from zkr.store import export, feed, migrations
 from zkr.store.apply import parse_commit
 from zkr.store.db import write_tx
 from zkr.store.records import parse_record, payload_hash, record_identity
@@ -514,7 +514,7 @@ def test_export_empty_scope(db: MemoryDb) -> None:
         "complete": True,
         "commits": [],
     }
-    assert feed.SCHEMA_VERSION == migrations.CURRENT_VERSION
+    assert export.SCHEMA_VERSION == migrations.CURRENT_VERSION
 
 
 @pytest.mark.parametrize(

@@ -411,10 +411,10 @@ class MemoryDb:
         """One page of the scope's commit feed (spec/sync.md §3). Read-only, one snapshot.
         Raises ``InvalidInput`` for the cursor and format rules of §3.2."""
         model.validate(req)
-        from zkr.store import feed
+        from zkr.store import export
 
         with self._lock:
-            return feed.export(self.conn, req)
+            return export.export(self.conn, req)
 
     def apply(self, req: model.ApplyRequest) -> model.ApplyResult:
         """Materialise complete commits exported by another database, all in one transaction

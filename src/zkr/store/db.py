@@ -10,8 +10,9 @@ Every connection waits up to 5 s for a lock.
 Driver failures: every error the ``sqlite3`` module raises, including the
 ``UnicodeDecodeError`` it raises when SQLite's own message is not UTF-8 (a corrupted file's
 ``malformed database schema (…)`` names raw bytes), becomes a :class:`StorageError` carrying
-SQLite's words (:func:`storage_error`). A rollback is issued only while a transaction is open:
-after ``database or disk is full`` or ``disk I/O error`` SQLite has usually rolled back already.
+SQLite's words (:func:`zkr.store.driver.storage_error`). A rollback is issued only while a
+transaction is open: after ``database or disk is full`` or ``disk I/O error`` SQLite has usually
+rolled back already.
 """
 
 from __future__ import annotations
@@ -19,42 +20,17 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 
 from zkr.errors import StorageError, ZkrError
+from zkr.store.driver import DRIVER_ERRORS, rollback, storage_error
+
+__all__ = ["DRIVER_ERRORS", "connect", "read_tx", "rollback", "storage_error", "write_tx"]
 
 BUSY_TIMEOUT_S = 5.0
 CURRENT_VERSION = 10
 CACHE_KIB = 65_536
 MMAP_BYTES = 268_435_456
-
-DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeDecodeError)
-"""What the driver raises: its own errors, and a failure to decode SQLite's error message."""
-
-
-def storage_error(exc: Exception) -> StorageError:
-    """A driver failure (one of :data:`DRIVER_ERRORS`) as a :class:`StorageError`.
-
-    The message is SQLite's own (``database or disk is full``, ``disk I/O error``,
-    ``database disk image is malformed``). When the driver could not decode that message, the
-    undecodable bytes are shown as U+FFFD rather than lost.
-    """
-    if isinstance(exc, UnicodeDecodeError):
-        raw = exc.object
-        return StorageError(bytes(raw).decode("utf-8", "replace"))
-    return StorageError(str(exc))
-
-
-def rollback(conn: sqlite3.Connection) -> None:
-    """Roll back the open transaction, if any; a failing rollback never hides the first error.
-
-    SQLite ends the transaction itself on some errors (a full disk, an I/O error), and a
-    second ``ROLLBACK`` would then fail with ``cannot rollback - no transaction is active``.
-    """
-    if not conn.in_transaction:
-        return
-    with suppress(*DRIVER_ERRORS):  # the caller reports the original error
-        conn.execute("ROLLBACK")
 
 
 def _check_fts5(conn: sqlite3.Connection) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 from zkr.codec import canonical
 from zkr.errors import InvalidInput, SchemaTooNew, StorageError
 from zkr.store import feed, schema
-from zkr.store.db import DRIVER_ERRORS, rollback, storage_error
+from zkr.store.driver import DRIVER_ERRORS, rollback, storage_error
 
 CURRENT_VERSION = 10
 

@@ -8,6 +8,9 @@ declared order, unknown keys dropped, missing nullable keys as ``None``, a claim
 received bytes (spec/sync.md §1.4-1.5): the CLI prints records with sorted keys, so received
 bytes differ from the canonical ones.
 
+:func:`parse_commit` parses one commit of an ``apply`` request the same way, computing each
+record's canonical payload and ledger key once (spec/sync.md §4.1).
+
 Everything here raises :class:`~zkr.errors.RequestError` (a parse error: the message is not part
 of the contract, spec/sync.md §1.3) and touches no database.
 """
@@ -15,9 +18,10 @@ of the contract, spec/sync.md §1.3) and touches no database.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from typing import Any
 
-from zkr.codec import Fields, canonical, expect_str
+from zkr.codec import U64_MAX, Fields, canonical, expect_int, expect_str
 from zkr.errors import RequestError
 from zkr.model import (
     ClaimKind,
@@ -282,3 +286,48 @@ __all__ = [
     "payload_hash",
     "record_identity",
 ]
+
+
+# --------------------------------------------------------------------------- commits of a request
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One parsed record of a commit with its ledger key."""
+
+    index: int
+    record: Record
+    kind: str
+    record_id: str
+    payload: str
+    payload_hash: str
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """One parsed commit of an apply request (the shape of an export page's commit)."""
+
+    sequence: int
+    recorded_at: int
+    event_count: int
+    first_event_index: int
+    events: tuple[Event, ...]
+
+
+def parse_commit(value: Any) -> Commit:
+    """Parse one commit object strictly; all five keys are required (spec/sync.md §4.1)."""
+    f = Fields(value, "struct ExportCommit")
+    sequence = f.i64("sequence")
+    recorded_at = f.i64("recorded_at")
+    event_count = f.u64("event_count")
+    first_event_index = expect_int(f.required("first_event_index"), 0, U64_MAX, "u64")
+    raw = f.required("records")
+    if not isinstance(raw, list):
+        raise RequestError("invalid type: records must be a sequence of export records")
+    events = []
+    for index, item in enumerate(raw):
+        record = parse_record(item)
+        kind, record_id = record_identity(record)
+        payload = canonical_payload(record)
+        events.append(Event(index, record, kind, record_id, payload, hash_payload(payload)))
+    return Commit(sequence, recorded_at, event_count, first_event_index, tuple(events))

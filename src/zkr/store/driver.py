@@ -1,0 +1,40 @@
+"""The ``sqlite3`` driver's failures as zkr errors, and a rollback that never hides one.
+
+A leaf (it imports only :mod:`zkr.errors`), so :mod:`zkr.store.db` and
+:mod:`zkr.store.migrations` share it without importing each other.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import suppress
+
+from zkr.errors import StorageError
+
+DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeDecodeError)
+"""What the driver raises: its own errors, and a failure to decode SQLite's error message."""
+
+
+def storage_error(exc: Exception) -> StorageError:
+    """A driver failure (one of :data:`DRIVER_ERRORS`) as a :class:`StorageError`.
+
+    The message is SQLite's own (``database or disk is full``, ``disk I/O error``,
+    ``database disk image is malformed``). When the driver could not decode that message, the
+    undecodable bytes are shown as U+FFFD rather than lost.
+    """
+    if isinstance(exc, UnicodeDecodeError):
+        raw = exc.object
+        return StorageError(bytes(raw).decode("utf-8", "replace"))
+    return StorageError(str(exc))
+
+
+def rollback(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any; a failing rollback never hides the first error.
+
+    SQLite ends the transaction itself on some errors (a full disk, an I/O error), and a
+    second ``ROLLBACK`` would then fail with ``cannot rollback - no transaction is active``.
+    """
+    if not conn.in_transaction:
+        return
+    with suppress(*DRIVER_ERRORS):  # the caller reports the original error
+        conn.execute("ROLLBACK")
