@@ -10,12 +10,15 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from zkr import MemoryDb
 from zkr.model import ClaimInput, ClaimKind, RememberRequest, SourceKind
+
+if TYPE_CHECKING:
+    from tests.sync_support import FixtureP
 
 REPO = Path(__file__).resolve().parent.parent
 # The shared spec material (conformance suite, fixtures) lives beside the checkout; ZKR_SHARED
@@ -184,3 +187,31 @@ def sam_acme(tenant: str = T, person: str = P, claim_kind: str = "fact") -> dict
             "valid_from": 10,
         },
     }
+
+
+# --------------------------------------------------------------------------- sync fixtures
+
+
+@pytest.fixture
+def fixture_p(tmp_path: Path) -> FixtureP:
+    """spec/sync.md §6 fixture P, built in a fresh file."""
+    from tests.sync_support import build_p  # sync_support imports this module
+
+    return build_p(str(tmp_path / "origin.db"))
+
+
+@pytest.fixture
+def p_commits(fixture_p: FixtureP) -> list[dict[str, Any]]:
+    """Fixture P's feed staged into complete commits (pages of 3 events)."""
+    from tests.sync_support import export_all, staged
+
+    with MemoryDb.open(fixture_p.path) as db:
+        return staged(export_all(db, limit=3))
+
+
+@pytest.fixture
+def replica(tmp_path: Path) -> Iterator[tuple[str, MemoryDb]]:
+    """An empty database to apply into: (path, open MemoryDb)."""
+    path = str(tmp_path / "replica.db")
+    with MemoryDb.open(path) as db:
+        yield path, db

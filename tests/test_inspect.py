@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import cli, dump, sam_acme
-from tests.test_sync import export_all, staged
+from tests.sync_support import export_all, staged
 from zkr import MemoryDb
 from zkr.errors import InvalidInput, NotFound
 from zkr.model import ApplyRequest, BrowseCursor

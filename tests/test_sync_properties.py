@@ -23,7 +23,7 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.test_sync import A, B, export_all, scope_state, staged
+from tests.sync_support import A, B, export_all, scope_state, staged
 from zkr import MemoryDb, ZkrError
 from zkr.model import (
     ApplyRequest,
