@@ -40,6 +40,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "shared: needs the shared suites and fixtures (../shared)")
     if not SHARED_PRESENT and IN_CI:
         raise pytest.UsageError(f"CI run without ../shared: zkr's test suite {SHARED_MISSING}")
+    # The tests start hundreds of zkr processes from this checkout (an editable install). Where
+    # Python may not write bytecode (PYTHONDONTWRITEBYTECODE=1), each of them would recompile
+    # every zkr module it imports: compile what changed once, as the README's install does.
+    import compileall
+
+    compileall.compile_dir(REPO / "src" / "zkr", quiet=2)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
