@@ -226,6 +226,7 @@ def main(argv: list[str]) -> int:
     # comes back, and what start-up built is moved out of its sight.
     gc.enable()
     gc.freeze()
+    _Stop.requested = False
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
     os.set_blocking(wake_w, False)
