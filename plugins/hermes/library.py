@@ -3,8 +3,9 @@
 Hermes is Python, so when the ``zkr`` package is importable in Hermes' own environment the
 provider calls it directly instead of starting one ``zkr`` process per operation: one
 ``zkr.MemoryDb`` per provider (opened on first use, its caches kept warm between calls), the
-CLI's own dispatch table (``zkr.cli.COMMANDS``) and request decoder (``zkr.codec.parse_json``),
-so requests, results and error messages are exactly those of ``zkr --db PATH COMMAND``.
+CLI's own request decoder (``zkr.codec.parse_json``) and dispatcher (``zkr.cli.dispatch``:
+decode, call, encode), so requests, results and error messages are exactly those of
+``zkr --db PATH COMMAND``.
 
 The guarantees of :class:`~.runner.ZkrRunner` hold here too: requests over 1 MiB are refused,
 results over the output cap are refused, every call is bounded in time (an SQLite progress
@@ -42,14 +43,14 @@ _PROGRESS_STEPS = 1_000
 
 
 def library_available() -> bool:
-    """True when the zkr library (with its CLI dispatch table) imports in this interpreter."""
+    """True when the zkr library (with the CLI's dispatcher) imports in this interpreter."""
     try:
         if importlib.util.find_spec("zkr") is None:
             return False
         cli = importlib.import_module("zkr.cli")
     except Exception:
         return False
-    return isinstance(getattr(cli, "COMMANDS", None), dict) and hasattr(cli, "MemoryDb")
+    return callable(getattr(cli, "dispatch", None)) and hasattr(cli, "MemoryDb")
 
 
 class LibraryRunner:
@@ -98,9 +99,6 @@ class LibraryRunner:
             errors = importlib.import_module("zkr.errors")
         except Exception:
             raise ZkrUnavailable() from None
-        entry = cli.COMMANDS.get(command)
-        if entry is None:
-            raise ZkrRejected(f'unknown command "{command}"')
         limit = self.timeout if timeout is None else timeout
         with self._lock:
             deadline = time.monotonic() + limit
@@ -114,7 +112,7 @@ class LibraryRunner:
             conn = self._db.conn
             conn.set_progress_handler(lambda: int(time.monotonic() > deadline), _PROGRESS_STEPS)
             try:
-                value = entry[1](self._db, codec.parse_json(request))
+                value = cli.dispatch(self._db, command, codec.parse_json(request))
             except errors.ZkrError as error:
                 if time.monotonic() > deadline:
                     self._close()  # closing rolls back whatever the interruption left open

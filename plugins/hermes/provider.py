@@ -207,6 +207,10 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
     # -- lifecycle -----------------------------------------------------------------
 
     def initialize(self, session_id: str, **kwargs: Any) -> None:
+        if self._worker is not None:
+            # A re-initialised provider: the old worker finishes with the old runner and scope.
+            self._worker.stop(SHUTDOWN_FLUSH_SECONDS)
+            self._worker = None
         hermes_home = kwargs.get("hermes_home")
         self._settings = load_settings(
             hermes_home if isinstance(hermes_home, str) and hermes_home.strip() else None,
@@ -218,9 +222,6 @@ class ZkrMemoryProvider(MemoryProvider):  # type: ignore[misc]  # untyped host b
         context = kwargs.get("agent_context") or PRIMARY_CONTEXT
         self._context = context if isinstance(context, str) else str(context)
         self._shut_down = False
-        if self._worker is not None:
-            self._worker.stop(SHUTDOWN_FLUSH_SECONDS)
-            self._worker = None
         self._queue = None
         if not self.writes_enabled:
             # cron / subagent / flush contexts: read-only. No queue file, no worker, no

@@ -883,7 +883,8 @@ def test_default_configuration(home: Home, monkeypatch: pytest.MonkeyPatch) -> N
     # Before initialize the database already lives in HERMES_HOME, never in the cwd.
     assert settings.db_path == str(home.db) and settings.queue_path == str(home.queue)
     assert settings.binary == "zkr" and settings.timeout == 30.0
-    assert settings.transport == "auto" and settings.prefetch_min_relevance == 2500
+    assert settings.transport == "auto"
+    assert settings.prefetch_min_relevance == module("settings").DEFAULT_PREFETCH_MIN_RELEVANCE
     assert provider.transport == "library"
 
     provider.initialize("s", hermes_home=str(home.path), platform="cli", agent_context="subagent")
