@@ -75,6 +75,11 @@ COMMANDS: dict[str, Command] = {
     "embed": Command(
         "store a caller-computed embedding of a source, evidence or claim", "EmbedRequest"
     ),
+    "embed-pending": Command(
+        "embed missing or stale inputs with the local model (zkr[embed]) and turn on query"
+        " embedding for search; progress bar on a terminal, JSON summary",
+        "EmbedPendingRequest",
+    ),
     "export": Command("read one page of the scoped authoritative commit feed", "ExportRequest"),
     "apply": Command(
         "materialize complete commits exported by another zkr database", "ApplyRequest"
@@ -111,8 +116,28 @@ def dispatch(database: MemoryDb, command: str, request: Any) -> Any:
     if command not in COMMANDS:
         raise RequestError(f"unknown command {_rust_debug(command)}")
     typed = getattr(model, COMMANDS[command].request).from_json(request)  # decode
-    result = getattr(database, command)(typed)  # call
+    result = getattr(database, command.replace("-", "_"))(typed)  # call
     return model.encode(result)  # encode
+
+
+OPTIONAL_REQUEST = frozenset({"embed-pending"})
+"""zkr's own commands whose request may be left out (a terminal or empty stdin means ``{}``)."""
+
+
+def _embed_pending(database: MemoryDb, request: Any, stderr: Any) -> Any:
+    """``embed-pending`` with a tqdm progress bar on ``stderr`` when it is a terminal."""
+    typed = model.EmbedPendingRequest.from_json(request)
+    if not stderr.isatty():
+        return model.encode(database.embed_pending(typed))
+    from tqdm import tqdm
+
+    with tqdm(unit="target", file=stderr, dynamic_ncols=True) as bar:
+
+        def progress(done: int, total: int) -> None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+        return model.encode(database.embed_pending(typed, progress))
 
 
 def help_text() -> str:
@@ -179,9 +204,18 @@ def _rust_debug(name: str) -> str:
     return "".join(out)
 
 
-def read_request(stream: BinaryIO) -> Any:
-    """Read stdin up to the 1 MiB limit and decode exactly one JSON value (spec/cli.md §4)."""
+def read_request(stream: BinaryIO, optional: bool = False) -> Any:
+    """Read stdin up to the 1 MiB limit and decode exactly one JSON value (spec/cli.md §4).
+
+    With ``optional``, a terminal or an empty (or blank) stdin is the empty request ``{}``.
+    """
+    if optional:
+        isatty = getattr(stream, "isatty", None)
+        if isatty is not None and isatty():
+            return {}
     data = stream.read(REQUEST_LIMIT + 1)
+    if optional and not data.strip():
+        return {}
     if len(data) > REQUEST_LIMIT:
         raise RequestError(f"request exceeds {REQUEST_LIMIT} bytes")
     return parse_json(data)
@@ -218,10 +252,13 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         # decoded and validated (docs/decisions-core.md; the reference opens first).
         if command not in COMMANDS:
             raise RequestError(f"unknown command {_rust_debug(command)}")
-        request = read_request(stdin)
+        request = read_request(stdin, optional=command in OPTIONAL_REQUEST)
         database = MemoryDb.deferred(path)
         try:
-            result = dispatch(database, command, request)
+            if command == "embed-pending":
+                result = _embed_pending(database, request, stderr)
+            else:
+                result = dispatch(database, command, request)
         finally:
             database.close()
     except ZkrError as exc:

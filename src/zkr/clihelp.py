@@ -197,6 +197,19 @@ HELP: dict[str, CommandHelp] = {
         ),
         '{"created_at", "dimension", "input_hash", "target", "target_revision"}',
     ),
+    "embed-pending": CommandHelp(
+        (
+            "(all optional; an empty stdin is {})",
+            "tenant_id       string, with person_id: one scope (default: every scope)",
+            "person_id       string",
+            "model           local model: built-in name or model directory",
+            "                (default $ZKR_EMBED_MODEL, else all-MiniLM-L6-v2)",
+            "batch           int, distinct texts per transaction, default 64",
+            "limit           int, most targets to embed now, default all",
+        ),
+        _ex(batch=64),
+        '{"embedded", "model", "pending", "scopes", "seconds", "skipped", "texts", "version"}',
+    ),
     "export": CommandHelp(
         (
             "export_format   1",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from _thread import allocate_lock
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -405,6 +405,38 @@ class MemoryDb:
 
         with self._lock:
             return embeddings.embed(self.conn, req)
+
+    def embed_pending(
+        self,
+        req: model.EmbedPendingRequest | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> Any:
+        """Embed every missing or stale projection input with the local model (``zkr[embed]``)
+        and record that model as this database's semantic lane, so plain ``search`` calls embed
+        their query. Returns a :class:`zkr.store.embedpending.PendingSummary`.
+
+        ``progress(done, total)`` is called after each batch. Raises ``EmbedderUnavailable``
+        (runtime or model missing; the message names ``ZKR_EMBED_MODEL``), ``InvalidInput``
+        (scope given half, batch outside 1..10000, a conflicting lane).
+        """
+        from zkr.errors import InvalidInput
+        from zkr.text import require_scope
+
+        req = req or model.EmbedPendingRequest()
+        scope: tuple[str, str] | None = None
+        if req.tenant_id is not None or req.person_id is not None:
+            require_scope(req.tenant_id or "", req.person_id or "")
+            scope = (req.tenant_id or "", req.person_id or "")
+        if not 1 <= req.batch <= 10_000:
+            raise InvalidInput("batch must be between 1 and 10000")
+        from zkr.embedding.local import load
+        from zkr.store import embedpending
+
+        embedder = load(req.model)
+        with self._lock:
+            return embedpending.embed_pending(
+                self.conn, embedder, scope, req.batch, req.limit, progress
+            )
 
     # -- sync (spec/sync.md)
     def export(self, req: model.ExportRequest) -> model.ExportPage:

@@ -87,6 +87,7 @@ _HOME: dict[str, str] = {
     "ProjectionInput": "embeddings",
     "ProjectionIssue": "embeddings",
     "EmbedResult": "embeddings",
+    "EmbedPendingRequest": "embeddings",
     "ExportRequest": "sync",
     "ApplyRequest": "sync",
     "ExportPage": "sync",
@@ -116,6 +117,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from zkr.model.embeddings import (
         EmbeddingInput as EmbeddingInput,
+        EmbedPendingRequest as EmbedPendingRequest,
         EmbedRequest as EmbedRequest,
         EmbedResult as EmbedResult,
         ProjectionInput as ProjectionInput,

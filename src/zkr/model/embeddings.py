@@ -122,3 +122,31 @@ class EmbedResult(NamedTuple):
             "input_hash": self.input_hash,
             "created_at": self.created_at,
         }
+
+
+class EmbedPendingRequest(NamedTuple):
+    """``embed-pending`` (zkr's own command): every field is optional.
+
+    ``tenant_id``/``person_id`` (both or neither) restrict the drain to one scope; ``model`` is
+    the local model setting (built-in name or model directory; default ``$ZKR_EMBED_MODEL``,
+    else the built-in model); ``batch`` texts per transaction (default 64, 1..10000);
+    ``limit`` caps the targets embedded in this call (default: all).
+    """
+
+    tenant_id: str | None = None
+    person_id: str | None = None
+    model: str | None = None
+    batch: int = 64
+    limit: int | None = None
+
+    @classmethod
+    def from_json(cls, value: Any) -> "EmbedPendingRequest":
+        f = Fields(value, "struct EmbedPendingRequest")
+        limit = f.u32_default("limit", 0)
+        return cls(
+            tenant_id=f.opt_string("tenant_id"),
+            person_id=f.opt_string("person_id"),
+            model=f.opt_string("model"),
+            batch=f.u32_default("batch", 64),
+            limit=limit or None,
+        )

@@ -739,3 +739,24 @@ def fusion_ranks(
             if rank >= window:
                 out.append((rank, target))
     return out
+
+
+def scored(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    query: QueryEmbedding,
+    count: int,
+) -> list[tuple[Target, float]]:
+    """The first ``count`` dense targets (§5.5 order) with their scores (float32 values as
+    Python floats: cosine, dot or negated euclidean distance, higher is better)."""
+    ranked = _ranked(conn, tenant_id, person_id, query)
+    if ranked is None:
+        return []
+    targets = ranked.derived.targets
+    numbers = ranked.numbers(min(count, len(ranked.composite)))
+    keys = ranked.best[np.asarray(numbers, dtype=np.int64)]
+    # order_keys inverted: a set top bit marks a non-negative float, else all bits were flipped
+    bits = np.where(keys & np.uint32(0x8000_0000), keys & np.uint32(0x7FFF_FFFF), ~keys)
+    scores = bits.astype(np.uint32).view(np.float32).tolist()
+    return [(targets[n], float(s)) for n, s in zip(numbers, scores, strict=True)]

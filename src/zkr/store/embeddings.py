@@ -453,6 +453,17 @@ def _candidates(
                 yield current, None if row[3] is None else stored_row(row[3:])
 
 
+def pending_inputs(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, model: str, version: str
+) -> Iterator[ProjectionInput]:
+    """Every projection input whose stored row is missing or stale (the issues of
+    :func:`projections`, §10.1-10.2, without paging). Read inside the caller's transaction."""
+    lane_config = lane(conn, tenant_id, person_id, model, version)
+    for current, row in _candidates(conn, tenant_id, person_id, model, version):
+        if row_issue(current, row, lane_config) is not None:
+            yield current
+
+
 def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[ProjectionIssue]:
     """Missing and stale embedding inputs of one (model, version), earliest first
     (spec/retrieval.md §10). Read-only.

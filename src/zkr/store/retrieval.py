@@ -1,8 +1,10 @@
 """``search`` and ``get``: bounded, cited retrieval packs (spec/retrieval.md §2, §6-8).
 
-A search runs the lexical lane (live or ``as_of``), then — only with a ``query_embedding`` and
-no ``as_of`` — the dense lane, fuses both with reciprocal-rank fusion (k = 60, scaled to basis
-points) and materialises at most ``limit`` cited items. Every item cites exactly one live
+A search runs the lexical lane (live or ``as_of``), then — only with a query embedding (the
+caller's ``query_embedding``, or the local model's when the database records one,
+:mod:`zkr.store.embedconfig`) and no ``as_of`` — the dense lane, fuses both
+(:mod:`zkr.store.fusion`: fixed pools, weighted reciprocal rank, absolute relevance) and
+materialises at most ``limit`` cited items. Every item cites exactly one live
 evidence id; ``gaps`` is ``["no cited memory matched"]`` exactly when there are no items.
 """
 
@@ -46,31 +48,32 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     require_scope(req.tenant_id, req.person_id)
     require_text(req.query, "query")
     limit = bounded_limit(req.limit)
-    # The lexical budget is 4 x limit for fusion; alone, only its first `limit` ranks count.
-    cut = 4 * limit if req.query_embedding is not None and req.as_of is None else limit
+    query_embedding = req.query_embedding
+    if query_embedding is None and req.as_of is None:
+        from zkr.store.embedconfig import query_embedding as local_query_embedding
+
+        # a database filled by embed-pending: embed the query with the recorded local model
+        query_embedding = local_query_embedding(conn, req.query)
+    hybrid = query_embedding is not None and req.as_of is None
+    # fusion takes a fixed pool from each lane (zkr.store.fusion), whatever the limit
+    cut = max(100, limit) if hybrid else limit
     try:
         ensure_current(conn)  # the search index reflects every committed write
     except sqlite3.Error as exc:
         raise StorageError(str(exc)) from None
     with read_tx(conn):
         ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
-        if req.query_embedding is None or req.as_of is not None:
+        if query_embedding is None or req.as_of is not None:
             items = [
                 materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
                 for target, points in ranked[:limit]
             ]
             return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
-        from zkr.store import embeddings
+        from zkr.store import dense, embedconfig, fusion
 
-        lexical = [r.target for r in ranked]
-        # (rank, target) pairs: the dense lane returns only the ranks fusion can use.
-        lanes = [
-            list(enumerate(lexical)),
-            embeddings.dense_lane(
-                conn, req.tenant_id, req.person_id, req.query_embedding, lexical, limit
-            ),
-        ]
-        fused = fuse_ranked(lanes, limit)
+        scored = dense.scored(conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL)
+        calibration = embedconfig.calibration(conn, query_embedding)
+        fused = fusion.fuse([(r.target, r.points) for r in ranked], scored, limit, calibration)
         items = [
             materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
             for target, points in fused

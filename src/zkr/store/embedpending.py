@@ -1,0 +1,172 @@
+"""``embed-pending``: drain ``projections`` through the local model, in batches.
+
+For each scope (or the one given), every missing or stale projection input of the local
+model's lane (:func:`zkr.store.embeddings.pending_inputs`, spec/retrieval.md §10.1) is embedded
+and stored as an ordinary ``embeddings`` row (§11.3: ``l2``/``cosine``, the current revision
+and hash, ``created_at = unixepoch()``), exactly what ``embed`` would store for the same
+vector. Identical texts (a raw capture's source and evidence) are embedded once per batch.
+
+Each batch is one ``BEGIN IMMEDIATE`` transaction that re-reads every target's projection
+input first: a target changed or deleted since it was listed is skipped (the next run picks
+the new text up), so a concurrent writer never gets a vector for text it replaced. The model
+runs outside any transaction. Stale rows are overwritten; rows of tombstoned targets are left
+as they are (projections never list them, search ignores them). The first batch also records
+the lane in ``zkr_embedder`` (:mod:`zkr.store.embedconfig`), which turns on query embedding for
+plain ``search``.
+
+Writes never embed synchronously (``remember``, ``correct``, ``apply`` stay model-free): a CLI
+call has a 40 ms budget and the model alone takes longer to load, and ``serve`` answers writes
+in about a millisecond. New text is found lexically at once and semantically after the next
+drain; hosts run ``embed-pending`` after writes, on a timer, or (long-lived processes) call
+:meth:`zkr.MemoryDb.embed_pending` when idle.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from zkr.errors import InvalidInput
+from zkr.model import Distance, Normalization, quoted
+from zkr.store.db import read_tx, write_tx
+from zkr.store.embedconfig import EmbedderConfig, record
+from zkr.store.embeddings import (
+    LaneConfig,
+    ProjectionInput,
+    encode_vector,
+    lane,
+    pending_inputs,
+    projection_input,
+    to_float32,
+)
+
+if TYPE_CHECKING:
+    from zkr.embedding.local import LocalEmbedder
+
+DEFAULT_BATCH = 64
+Progress = Callable[[int, int], None]
+"""Called after each batch with (targets done, targets pending in all)."""
+
+
+class PendingSummary(NamedTuple):
+    """What a drain did (the CLI prints it as JSON)."""
+
+    model: str
+    version: str
+    scopes: int
+    pending: int
+    embedded: int
+    skipped: int
+    texts: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()
+
+
+# The scopes holding anything projectable: sources (every evidence and claim rests on one).
+_SCOPES_SQL = "SELECT DISTINCT tenant_id, person_id FROM sources ORDER BY tenant_id, person_id"
+
+# §11.3: one row per (scope, kind, id, model, version), replaced whole; created_at from the
+# database clock.
+_UPSERT_SQL = """
+INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version, dimension,
+    input_hash, normalization, distance, vector, target_revision, created_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, unixepoch())
+ON CONFLICT (tenant_id, person_id, target_kind, target_id, model, version) DO UPDATE SET
+    dimension = excluded.dimension, input_hash = excluded.input_hash,
+    normalization = excluded.normalization, distance = excluded.distance,
+    vector = excluded.vector, target_revision = excluded.target_revision,
+    created_at = excluded.created_at
+"""
+
+
+def embed_pending(
+    conn: sqlite3.Connection,
+    embedder: LocalEmbedder,
+    scope: tuple[str, str] | None = None,
+    batch: int = DEFAULT_BATCH,
+    limit: int | None = None,
+    progress: Progress | None = None,
+) -> PendingSummary:
+    """Embed every pending input of ``embedder``'s lane (in ``scope``, else in every scope),
+    at most ``limit`` targets. Raises ``InvalidInput`` when the lane already holds another
+    configuration for this model/version (§11.1 step 9)."""
+    started = time.perf_counter()
+    model, version = embedder.model, embedder.version
+    with read_tx(conn):
+        scopes = [scope] if scope is not None else [(r[0], r[1]) for r in conn.execute(_SCOPES_SQL)]
+        work: list[tuple[str, str, ProjectionInput]] = []
+        for tenant, person in scopes:
+            for item in pending_inputs(conn, tenant, person, model, version):
+                work.append((tenant, person, item))
+                if limit is not None and len(work) >= limit:
+                    break
+            if limit is not None and len(work) >= limit:
+                break
+    config = LaneConfig(embedder.dimension, Normalization.L2, Distance.COSINE)
+    embedded = skipped = texts = 0
+    recorded = False
+    for start in range(0, len(work), max(1, batch)):
+        chunk = work[start : start + max(1, batch)]
+        unique = list(dict.fromkeys(item.text for _, _, item in chunk))
+        vectors = dict(zip(unique, embedder.embed(unique), strict=True))
+        texts += len(unique)
+        with write_tx(conn):
+            if not recorded:
+                record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
+                recorded = True
+            checked: set[tuple[str, str]] = set()
+            for tenant, person, item in chunk:
+                if (tenant, person) not in checked:
+                    existing = lane(conn, tenant, person, model, version)
+                    if existing is not None and existing != config:
+                        raise InvalidInput(
+                            "embedding configuration conflicts with the existing model/version"
+                            " lane"
+                        )
+                    checked.add((tenant, person))
+                current = projection_input(conn, tenant, person, item.target)
+                if current != item:
+                    skipped += 1  # changed or deleted since listed: the next drain sees it
+                    continue
+                vector = to_float32(vectors[item.text].tolist())
+                if vector is None:  # a model cannot return non-finite unit vectors
+                    skipped += 1
+                    continue
+                conn.execute(
+                    _UPSERT_SQL,
+                    (
+                        tenant,
+                        person,
+                        item.target.kind.value,
+                        item.target.id,
+                        model,
+                        version,
+                        len(vector),
+                        current.input_hash,
+                        quoted(Normalization.L2.value),
+                        quoted(Distance.COSINE.value),
+                        encode_vector(vector),
+                        current.revision,
+                    ),
+                )
+                embedded += 1
+        if progress is not None:
+            progress(start + len(chunk), len(work))
+    if not recorded and work == []:
+        with write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
+            record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
+    return PendingSummary(
+        model,
+        version,
+        len(scopes),
+        len(work),
+        embedded,
+        skipped,
+        texts,
+        round(time.perf_counter() - started, 3),
+    )
+

@@ -1,0 +1,74 @@
+"""Hybrid fusion of the lexical and dense lanes (zkr's own ranking; spec/retrieval.md §6 is
+the reference's).
+
+Both lanes contribute a fixed candidate pool, whatever the pack's ``limit`` (the reference
+takes ``4 × limit`` lexical rows and every vector, so a larger limit reorders the top):
+
+* lexical: its first :data:`POOL` targets, with their relevance in basis points;
+* dense: its first :data:`POOL` targets by similarity; when the lane's model is calibrated (the
+  local embedder, :mod:`zkr.embedding.local`), only those above the model's ``floor``, so a
+  pack is not padded with vectors that merely exist.
+
+Order: weighted reciprocal rank, ``1 / (K + 1 + lexical rank) + W / (K + 1 + dense rank)``
+(0-based ranks, a lane the target is absent from adds nothing), with ``K`` =
+:data:`RRF_K` and ``W`` = :data:`DENSE_WEIGHT`, chosen on LoCoMo (docs/embedding.md); ties by
+relevance, then target order.
+
+Relevance stays an absolute signal: the larger of the item's lexical relevance and its dense
+relevance, ``10000 · clamp((cos − floor) / (full − floor), 0, 1)`` with the model's calibration
+(the raw cosine, ``floor = 0``, ``full = 1``, for caller-supplied vectors of unknown models;
+0 for non-cosine lanes). It is not the item's rank, so a pack is not necessarily sorted by it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from zkr.model import Target
+
+POOL = 100
+"""Candidates taken from each lane, independent of ``limit`` (``limit`` is at most 100)."""
+
+RRF_K = 10
+DENSE_WEIGHT = 0.7
+FULL = 10_000
+
+
+def dense_relevance(score: float, floor: float, full: float) -> int:
+    """A dense similarity on the calibrated 0-10,000 scale."""
+    share = (score - floor) / (full - floor)
+    if not math.isfinite(share):
+        return 0
+    return max(0, min(FULL, math.floor(FULL * share)))
+
+
+def fuse(
+    lexical: Sequence[tuple[Target, int]],
+    dense: Sequence[tuple[Target, float]],
+    limit: int,
+    calibration: tuple[float, float] | None,
+) -> list[tuple[Target, int]]:
+    """At most ``limit`` ``(target, relevance)`` pairs, best first (see the module docstring).
+
+    ``lexical``: ``(target, basis points)`` best first; ``dense``: ``(target, similarity)``
+    best first; ``calibration``: the dense model's ``(floor, full)`` or ``None`` (unknown
+    model: no floor, raw cosine as relevance).
+    """
+    floor, full = calibration if calibration is not None else (-math.inf, 1.0)
+    low = floor if calibration is not None else 0.0
+    score: dict[Target, float] = {}
+    relevance: dict[Target, int] = {}
+    for rank, (target, points) in enumerate(lexical[:POOL]):
+        score[target] = 1.0 / (RRF_K + 1 + rank)
+        relevance[target] = max(relevance.get(target, 0), points)
+    rank = 0
+    for target, similarity in dense:
+        if rank == POOL or similarity <= floor:
+            break  # best first: nothing further is above the floor
+        score[target] = score.get(target, 0.0) + DENSE_WEIGHT / (RRF_K + 1 + rank)
+        points = dense_relevance(similarity, low, full)
+        relevance[target] = max(relevance.get(target, 0), points)
+        rank += 1
+    ranked = sorted(score, key=lambda t: (-score[t], -relevance[t], t.sort_key()))
+    return [(target, relevance[target]) for target in ranked[:limit]]
