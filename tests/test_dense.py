@@ -39,11 +39,11 @@ from zkr.model import (
     TargetKind,
     Tier,
 )
-from zkr.store import dense
+from zkr.store import dense, fusion
 from zkr.store.db import read_tx
 from zkr.store.embeddings import dense_ranking, projection_input
-from zkr.store.lexical import lexical_ranking
-from zkr.store.retrieval import fuse, materialize
+from zkr.store.lexical import lexical_search
+from zkr.store.retrieval import materialize
 
 # --------------------------------------------------------------------------- helpers
 
@@ -211,6 +211,13 @@ def reference_dense(
     conn: sqlite3.Connection, t: str, p: str, model: str, version: str, query: list[float]
 ) -> list[Target]:
     """spec/retrieval.md §5, row by row, in float32 scalars."""
+    return [target for target, _ in reference_dense_scored(conn, t, p, model, version, query)]
+
+
+def reference_dense_scored(
+    conn: sqlite3.Connection, t: str, p: str, model: str, version: str, query: list[float]
+) -> list[tuple[Target, float]]:
+    """:func:`reference_dense` with each target's best score."""
     q = [np.float32(x) for x in query]
     rows = conn.execute(
         "SELECT target_kind, target_id, target_revision, input_hash, dimension, normalization,"
@@ -264,22 +271,29 @@ def reference_dense(
             for target in _ref_map(conn, t, p, kind, tid):
                 if target not in best or _key(score) > _key(best[target]):
                     best[target] = score
-    return sorted(best, key=lambda tg: (-_key(best[tg]), tg.sort_key()))
+    ranked = sorted(best, key=lambda tg: (-_key(best[tg]), tg.sort_key()))
+    return [(target, float(best[target])) for target in ranked]
 
 
 def reference_pack(db: MemoryDb, req: SearchRequest) -> dict[str, Any]:
-    """search() with the reference dense list and the full-list fusion of §6."""
+    """search() with the reference dense list (every target scored row by row) fused by
+    :func:`zkr.store.fusion.fuse` (zkr's fusion: fixed pools, absolute relevance)."""
     limit = 10 if req.limit == 0 else min(req.limit, 100)
     conn = db.conn
-    lanes = [lexical_ranking(conn, req.tenant_id, req.person_id, req.query, 4 * limit, req.as_of)]
-    if req.query_embedding is not None and req.as_of is None:
+    if req.query_embedding is None or req.as_of is not None:
+        ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, limit, req.as_of)
+        fused = [(r.target, r.relevance) for r in ranked]
+    else:
         qe = req.query_embedding
-        lanes.append(
-            reference_dense(conn, req.tenant_id, req.person_id, qe.model, qe.version, qe.vector)
+        ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, max(100, limit))
+        scored = reference_dense_scored(
+            conn, req.tenant_id, req.person_id, qe.model, qe.version, qe.vector
         )
+        lexical = [(r.target, r.relevance) for r in ranked]
+        fused = fusion.fuse(lexical, scored, limit, None)
     items = [
         materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of).to_json()
-        for target, points in fuse(lanes, limit)
+        for target, points in fused
     ]
     return {
         "query": req.query,
@@ -347,14 +361,16 @@ def test_s11_dense_search_survives_a_corrupt_row(db: MemoryDb, db_path: str) -> 
 
 
 def test_s14_fusion_worked_example(db: MemoryDb) -> None:
-    """§6: J = 16393 + 16129, V = 16393 -> 10000 and 5040."""
+    """§6's scenario: J (lexical 1st, dense 2nd) before V (dense 1st only), as in the
+    reference; relevance is absolute (zkr.store.fusion): J fully matches the query's words,
+    V's cosine is 1 (a caller vector of unknown calibration counts as its raw cosine)."""
     j = remember(db, "Sam loves the Jazz Club", claim=("Sam", "likes", "Jazz Club"))
     v = remember(db, "Sam visits the Music Venue", at=11, claim=("Sam", "visits", "Music Venue"))
     embed(db, "claim", j.claim_id, [0.9938837, 0.11043153])
     embed(db, "claim", v.claim_id, [1.0, 0.0])
     assert hybrid(db, "Jazz Club", [1.0, 0.0], limit=2) == [
         ("claim", j.claim_id, 10000, [j.evidence_id]),
-        ("claim", v.claim_id, 5040, [v.evidence_id]),
+        ("claim", v.claim_id, 10000, [v.evidence_id]),
     ]
 
 
@@ -483,7 +499,7 @@ def test_basis_point_tie_is_broken_by_target_order(db: MemoryDb) -> None:
         embed(db, "source", n.source_id, [0.6, 0.8])
     got = hybrid(db, "zzz", [0.6, 0.8])
     assert ids(got) == sorted(("source", n.source_id) for n in notes)
-    assert [points for _, _, points, _ in got] == [10000, 9838, 9682]
+    assert [points for _, _, points, _ in got] == [10000, 10000, 10000]  # cosine 1: full
 
 
 def test_negative_zero_ranks_below_positive_zero(db: MemoryDb) -> None:

@@ -28,11 +28,12 @@ from pathlib import Path
 from threading import Lock
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from zkr.embedding import DEFAULT_MODEL, SETTING
 from zkr.errors import ZkrError
 
 if TYPE_CHECKING:
-    import numpy as np
     import numpy.typing as npt
 
     F32 = npt.NDArray[np.float32]
@@ -201,7 +202,6 @@ class LocalEmbedder:
 
     def __init__(self, spec: ModelSpec, threads: int | None = None, setting: str = "") -> None:
         try:
-            import numpy as np
             import onnxruntime as ort
             from tokenizers import Tokenizer
         except ImportError as exc:
@@ -211,7 +211,6 @@ class LocalEmbedder:
             ) from None
         self.spec = spec
         self.setting = setting or str(spec.onnx.parent)
-        self._np = np
         if threads is None:
             threads = int(os.environ.get("ZKR_EMBED_THREADS", "0") or 0) or (os.cpu_count() or 1)
         options = ort.SessionOptions()
@@ -238,7 +237,6 @@ class LocalEmbedder:
 
         ``query`` selects the model's query prefix instead of its document prefix.
         """
-        np = self._np
         prefix = self.spec.query_prefix if query else self.spec.document_prefix
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         out = np.zeros((len(texts), 0), dtype=np.float32)
@@ -252,7 +250,6 @@ class LocalEmbedder:
         return out
 
     def _run(self, texts: list[str]) -> F32:
-        np = self._np
         encoded = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encoded], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
@@ -282,7 +279,7 @@ class LocalEmbedder:
 
 def _load_tokenizer(tokenizer_class: Any, path: Path) -> Any:
     if path.name.endswith(".txt.gz"):  # a plain WordPiece vocabulary (BERT, uncased)
-        from tokenizers.implementations import BertWordPieceTokenizer
+        from tokenizers.implementations import BertWordPieceTokenizer  # type: ignore[attr-defined]
 
         with gzip.open(path, "rt", encoding="utf-8") as handle:
             vocab = {token: index for index, token in enumerate(handle.read().splitlines())}

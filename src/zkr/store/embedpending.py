@@ -124,8 +124,7 @@ def embed_pending(
                     existing = lane(conn, tenant, person, model, version)
                     if existing is not None and existing != config:
                         raise InvalidInput(
-                            "embedding configuration conflicts with the existing model/version"
-                            " lane"
+                            "embedding configuration conflicts with the existing model/version lane"
                         )
                     checked.add((tenant, person))
                 current = projection_input(conn, tenant, person, item.target)
@@ -169,4 +168,3 @@ def embed_pending(
         texts,
         round(time.perf_counter() - started, 3),
     )
-

@@ -62,13 +62,11 @@ def fuse(
     for rank, (target, points) in enumerate(lexical[:POOL]):
         score[target] = 1.0 / (RRF_K + 1 + rank)
         relevance[target] = max(relevance.get(target, 0), points)
-    rank = 0
-    for target, similarity in dense:
-        if rank == POOL or similarity <= floor:
+    for rank, (target, similarity) in enumerate(dense[:POOL]):
+        if similarity <= floor:
             break  # best first: nothing further is above the floor
         score[target] = score.get(target, 0.0) + DENSE_WEIGHT / (RRF_K + 1 + rank)
         points = dense_relevance(similarity, low, full)
         relevance[target] = max(relevance.get(target, 0), points)
-        rank += 1
     ranked = sorted(score, key=lambda t: (-score[t], -relevance[t], t.sort_key()))
     return [(target, relevance[target]) for target in ranked[:limit]]

@@ -73,7 +73,7 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
 
         scored = dense.scored(conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL)
         calibration = embedconfig.calibration(conn, query_embedding)
-        fused = fusion.fuse([(r.target, r.points) for r in ranked], scored, limit, calibration)
+        fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
         items = [
             materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
             for target, points in fused
