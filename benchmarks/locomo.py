@@ -26,6 +26,7 @@ conversations)::
 
     .venv/bin/python benchmarks/locomo.py ../shared/data/locomo/*.json
     .venv/bin/python benchmarks/locomo.py --cli ../shared/data/locomo/26.json
+    .venv/bin/python benchmarks/locomo.py --embed ../shared/data/locomo/*.json   # zkr[embed]
 """
 
 from __future__ import annotations
@@ -278,6 +279,92 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_embed(args: argparse.Namespace) -> int:
+    """``--embed``: lexical, dense and hybrid on the same databases (in-process).
+
+    After ingest, ``embed_pending`` fills the lane with the local model (throughput: distinct
+    texts embedded per second of the drain, writes included); each question is then searched
+    lexically (``ZKR_EMBED=off``), densely (the dense lane's own ranking of the question's
+    local embedding) and as a plain hybrid search (latency includes embedding the query).
+    """
+    from zkr.embedding.local import load as load_model
+    from zkr.model import EmbedPendingRequest, QueryEmbedding
+    from zkr.store import dense
+    from zkr.store.db import read_tx
+
+    embedder = load_model(args.model)
+    lanes = ("lexical", "dense", "hybrid")
+    scores = {lane: {c: Scores() for c in CATEGORIES} for lane in lanes}
+    hybrid_ms: list[float] = []
+    embedded_texts, embed_seconds, embed_cpu = 0, 0.0, 0.0
+    with tempfile.TemporaryDirectory(prefix="zkr-locomo-") as scratch:
+        directory = args.db_dir or scratch
+        os.makedirs(directory, exist_ok=True)
+        for conv in load(args.files):
+            path = os.path.join(directory, f"{conv.name}.db")
+            for suffix in ("", "-wal", "-shm"):
+                if os.path.exists(path + suffix):
+                    os.remove(path + suffix)
+            with MemoryDb.open(path) as db:
+                turn_of: dict[str, str] = {}
+                for turn in conv.turns:
+                    request = RememberRequest(
+                        TENANT,
+                        conv.name,
+                        SourceKind.CONVERSATION,
+                        turn.text,
+                        turn.at,
+                        turn.at,
+                        ingestion_key=turn.dia_id,
+                    )
+                    result = db.remember(request)
+                    turn_of[result.source_id] = turn_of[result.evidence_id] = turn.dia_id
+                cpu = time.process_time()
+                summary = db.embed_pending(EmbedPendingRequest(model=args.model))
+                embed_cpu += time.process_time() - cpu
+                embedded_texts += summary.texts
+                embed_seconds += summary.seconds
+                for question in conv.questions:
+                    os.environ["ZKR_EMBED"] = "off"
+                    pack = db.search(SearchRequest(TENANT, conv.name, question.text, args.limit))
+                    del os.environ["ZKR_EMBED"]
+                    lexical = [turn_of.get(i.memory.id, "") for i in pack.items]
+                    vector = [float(x) for x in embedder.embed([question.text], query=True)[0]]
+                    query = QueryEmbedding(vector, summary.model, summary.version)
+                    with read_tx(db.conn):
+                        ranked = dense.ranking(db.conn, TENANT, conv.name, query)
+                    dense_ids = list(dict.fromkeys(turn_of.get(t.id, "") for t in ranked))
+                    start = time.perf_counter()
+                    pack = db.search(SearchRequest(TENANT, conv.name, question.text, args.limit))
+                    hybrid_ms.append((time.perf_counter() - start) * 1000)
+                    hybrid = [turn_of.get(i.memory.id, "") for i in pack.items]
+                    found = (lexical, dense_ids[: args.limit], hybrid)
+                    for lane, ids in zip(lanes, found, strict=True):
+                        scores[lane][question.category].add(ids, question.evidence)
+    header = f"{'':<14}{'n':>6}" + "".join(f"{f'R@{k}':>8}" for k in KS) + f"{'MRR@10':>9}"
+    print(f"LoCoMo with the local embedder ({embedder.model}; {embedder.version})")
+    print(f"limit {args.limit}; dense = the dense lane alone; hybrid = plain search")
+    for lane in lanes:
+        print(f"-- {lane}")
+        print(header)
+        overall = Scores()
+        for category in SCORED:
+            overall.extend(scores[lane][category])
+            print(scores[lane][category].row(f"{category} {CATEGORIES[category]}"))
+        print(overall.row("overall 1-4"))
+        print(scores[lane][5].row("5 adversarial"))
+    print(
+        f"embed-pending: {embedded_texts} texts in {embed_seconds:.1f} s ="
+        f" {embedded_texts / max(embed_seconds, 1e-9):.1f} texts/s"
+        f" ({embed_cpu:.1f} s CPU, {os.cpu_count()} cores)"
+    )
+    print(
+        f"hybrid search (query embedding included): {len(hybrid_ms)} queries,"
+        f" p50 {percentile(hybrid_ms, 0.5):.2f} ms, p95 {percentile(hybrid_ms, 0.95):.2f} ms"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", help="LoCoMo conversation JSON files")
@@ -287,7 +374,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--per-conversation", action="store_true", help="also print each conversation's scores"
     )
-    return run(parser.parse_args(argv))
+    parser.add_argument(
+        "--embed",
+        action="store_true",
+        help="fill the dense lane with the local model (zkr[embed]) and compare lexical, dense"
+        " and hybrid",
+    )
+    parser.add_argument("--model", help="local model setting (default $ZKR_EMBED_MODEL / built-in)")
+    args = parser.parse_args(argv)
+    return run_embed(args) if args.embed else run(args)
 
 
 if __name__ == "__main__":

@@ -4,15 +4,15 @@ For each scope (or the one given), every missing or stale projection input of th
 model's lane (:func:`zkr.store.embeddings.pending_inputs`, spec/retrieval.md §10.1) is embedded
 and stored as an ordinary ``embeddings`` row (§11.3: ``l2``/``cosine``, the current revision
 and hash, ``created_at = unixepoch()``), exactly what ``embed`` would store for the same
-vector. Identical texts (a raw capture's source and evidence) are embedded once per batch.
+vector. Identical texts (a raw capture's source and evidence) are embedded once.
 
-Each batch is one ``BEGIN IMMEDIATE`` transaction that re-reads every target's projection
-input first: a target changed or deleted since it was listed is skipped (the next run picks
-the new text up), so a concurrent writer never gets a vector for text it replaced. The model
-runs outside any transaction. Stale rows are overwritten; rows of tombstoned targets are left
-as they are (projections never list them, search ignores them). The first batch also records
-the lane in ``zkr_embedder`` (:mod:`zkr.store.embedconfig`), which turns on query embedding for
-plain ``search``.
+Each batch (``batch`` distinct texts) is one ``BEGIN IMMEDIATE`` transaction that re-reads
+every target's projection input first: a target changed or deleted since it was listed is
+skipped (the next run picks the new text up), so a concurrent writer never gets a vector for
+text it replaced. The model runs outside any transaction. Stale rows are overwritten; rows of
+tombstoned targets are left as they are (projections never list them, search ignores them).
+The first batch also records the lane in ``zkr_embedder`` (:mod:`zkr.store.embedconfig`),
+which turns on query embedding for plain ``search``.
 
 Writes never embed synchronously (``remember``, ``correct``, ``apply`` stay model-free): a CLI
 call has a 40 ms budget and the model alone takes longer to load, and ``serve`` answers writes
@@ -107,54 +107,61 @@ def embed_pending(
             if limit is not None and len(work) >= limit:
                 break
     config = LaneConfig(embedder.dimension, Normalization.L2, Distance.COSINE)
-    embedded = skipped = texts = 0
+    # one model call per distinct text: a raw capture's source and evidence share their text
+    by_text: dict[str, list[tuple[str, str, ProjectionInput]]] = {}
+    for entry in work:
+        by_text.setdefault(entry[2].text, []).append(entry)
+    unique = list(by_text)
+    embedded = skipped = done = 0
     recorded = False
-    for start in range(0, len(work), max(1, batch)):
-        chunk = work[start : start + max(1, batch)]
-        unique = list(dict.fromkeys(item.text for _, _, item in chunk))
-        vectors = dict(zip(unique, embedder.embed(unique), strict=True))
-        texts += len(unique)
+    step = max(1, batch)
+    for start in range(0, len(unique), step):
+        chunk = unique[start : start + step]
+        vectors = dict(zip(chunk, embedder.embed(chunk), strict=True))
         with write_tx(conn):
             if not recorded:
                 record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
                 recorded = True
             checked: set[tuple[str, str]] = set()
-            for tenant, person, item in chunk:
-                if (tenant, person) not in checked:
-                    existing = lane(conn, tenant, person, model, version)
-                    if existing is not None and existing != config:
-                        raise InvalidInput(
-                            "embedding configuration conflicts with the existing model/version lane"
-                        )
-                    checked.add((tenant, person))
-                current = projection_input(conn, tenant, person, item.target)
-                if current != item:
-                    skipped += 1  # changed or deleted since listed: the next drain sees it
-                    continue
-                vector = to_float32(vectors[item.text].tolist())
-                if vector is None:  # a model cannot return non-finite unit vectors
-                    skipped += 1
-                    continue
-                conn.execute(
-                    _UPSERT_SQL,
-                    (
-                        tenant,
-                        person,
-                        item.target.kind.value,
-                        item.target.id,
-                        model,
-                        version,
-                        len(vector),
-                        current.input_hash,
-                        quoted(Normalization.L2.value),
-                        quoted(Distance.COSINE.value),
-                        encode_vector(vector),
-                        current.revision,
-                    ),
-                )
-                embedded += 1
+            for text in chunk:
+                for tenant, person, item in by_text[text]:
+                    done += 1
+                    if (tenant, person) not in checked:
+                        existing = lane(conn, tenant, person, model, version)
+                        if existing is not None and existing != config:
+                            raise InvalidInput(
+                                "embedding configuration conflicts with the existing"
+                                " model/version lane"
+                            )
+                        checked.add((tenant, person))
+                    current = projection_input(conn, tenant, person, item.target)
+                    if current != item:
+                        skipped += 1  # changed or deleted since listed: the next drain sees it
+                        continue
+                    vector = to_float32(vectors[text].tolist())
+                    if vector is None:  # a model cannot return non-finite unit vectors
+                        skipped += 1
+                        continue
+                    conn.execute(
+                        _UPSERT_SQL,
+                        (
+                            tenant,
+                            person,
+                            item.target.kind.value,
+                            item.target.id,
+                            model,
+                            version,
+                            len(vector),
+                            current.input_hash,
+                            quoted(Normalization.L2.value),
+                            quoted(Distance.COSINE.value),
+                            encode_vector(vector),
+                            current.revision,
+                        ),
+                    )
+                    embedded += 1
         if progress is not None:
-            progress(start + len(chunk), len(work))
+            progress(done, len(work))
     if not recorded and work == []:
         with write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
             record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
@@ -165,6 +172,6 @@ def embed_pending(
         len(work),
         embedded,
         skipped,
-        texts,
+        len(unique),
         round(time.perf_counter() - started, 3),
     )
