@@ -29,12 +29,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zkr.errors import InvalidInput
-from zkr.model import Distance, Normalization, quoted
+from zkr.model import Distance, Normalization, ProjectionInput, quoted
 from zkr.store.db import read_tx, write_tx
 from zkr.store.embedconfig import EmbedderConfig, record
 from zkr.store.embeddings import (
     LaneConfig,
-    ProjectionInput,
     encode_vector,
     lane,
     pending_inputs,
