@@ -86,7 +86,7 @@ def test_lane_rows_are_ordinary_rows(db_path: str) -> None:
     with MemoryDb.open(db_path) as db:
         remember(db, "Sam works at Acme", at=30, claim=("Sam", "employer", "Acme"))
         before = int(time.time())
-        summary = db.embed_pending()
+        summary = db.embed_pending(EmbedPendingRequest())
         model, version = summary.model, summary.version
     conn = sqlite3.connect(db_path)
     texts = {
@@ -137,7 +137,7 @@ def test_a_host_searches_the_rows_with_query_embedding(db_path: str) -> None:
 
     _fill(db_path)
     with MemoryDb.open(db_path) as db:
-        summary = db.embed_pending()
+        summary = db.embed_pending(EmbedPendingRequest())
     vector = [float(x) for x in load().embed(["dairy"], query=True)[0]]
     emb = QueryEmbedding(vector, summary.model, summary.version)
     # another process, with query embedding switched off: only the caller's vector is used
@@ -183,13 +183,13 @@ def test_writes_make_rows_stale_and_the_next_drain_fixes_them(db_path: str) -> N
     with MemoryDb.open(db_path) as db:
         r = remember(db, "Sam works at Acme", at=10, claim=("Sam", "employer", "Acme"))
         other = remember(db, "I am lactose intolerant", at=11)
-        first = db.embed_pending()
+        first = db.embed_pending(EmbedPendingRequest())
         assert first.embedded == 5
         db.correct(CorrectRequest(T, P, r.claim_id, "Sam works at Beta now", "Beta", 20, 20))
         db.delete(DeleteRequest(T, P, other.source_id, 21))
         pending = db.projections(ProjectionsRequest(T, P, first.model, first.version, 100))
         # the correction's source, evidence and new claim; nothing for the deleted capture
-        assert sorted(i["state"] for i in pending) == ["missing", "missing", "missing"]
+        assert sorted(i.state for i in pending) == ["missing", "missing", "missing"]
         second = db.embed_pending(EmbedPendingRequest(tenant_id=T, person_id=P))
         assert second.embedded == 3
         assert db.projections(ProjectionsRequest(T, P, first.model, first.version, 100)) == []
@@ -213,7 +213,7 @@ def test_another_model_here_is_refused_not_mixed(
 
     _fill(db_path)
     with MemoryDb.open(db_path) as db:
-        db.embed_pending()
+        db.embed_pending(EmbedPendingRequest())
     own = tmp_path / "own-model"
     own.mkdir()
     (own / "model.onnx").symlink_to(BUILT_IN["all-MiniLM-L6-v2"]().onnx)
@@ -247,7 +247,7 @@ def test_hybrid_pack_does_not_depend_on_limit(db_path: str) -> None:
     with MemoryDb.open(db_path) as db:
         for i in range(40):
             remember(db, f"note {i}: {['milk', 'cheese', 'travel', 'work'][i % 4]} plans", at=i)
-        db.embed_pending()
+        db.embed_pending(EmbedPendingRequest())
         full = db.search(SearchRequest(T, P, "dairy food", 30)).items
         for limit in (1, 3, 10):
             short = db.search(SearchRequest(T, P, "dairy food", limit)).items

@@ -408,12 +408,13 @@ class MemoryDb:
 
     def embed_pending(
         self,
-        req: model.EmbedPendingRequest | None = None,
+        req: model.EmbedPendingRequest,
         progress: Callable[[int, int], None] | None = None,
-    ) -> Any:
+    ) -> model.EmbedPendingResult:
         """Embed every missing or stale projection input with the local model (``zkr[embed]``)
         and record that model as this database's semantic lane, so plain ``search`` calls embed
-        their query. Returns a :class:`zkr.store.embedpending.PendingSummary`.
+        their query (docs/embedding.md; the rows are spec/retrieval.md §11.3 rows). Pass
+        ``model.EmbedPendingRequest()`` for every scope with the default model.
 
         ``progress(done, total)`` is called after each batch. Raises ``EmbedderUnavailable``
         (runtime or model missing; the message names ``ZKR_EMBED_MODEL``), ``InvalidInput``
@@ -422,7 +423,6 @@ class MemoryDb:
         from zkr.errors import InvalidInput
         from zkr.text import require_scope
 
-        req = req or model.EmbedPendingRequest()
         scope: tuple[str, str] | None = None
         if req.tenant_id is not None or req.person_id is not None:
             require_scope(req.tenant_id or "", req.person_id or "")

@@ -88,6 +88,7 @@ _HOME: dict[str, str] = {
     "ProjectionIssue": "embeddings",
     "EmbedResult": "embeddings",
     "EmbedPendingRequest": "embeddings",
+    "EmbedPendingResult": "embeddings",
     "ExportRequest": "sync",
     "ApplyRequest": "sync",
     "ExportPage": "sync",
@@ -118,6 +119,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from zkr.model.embeddings import (
         EmbeddingInput as EmbeddingInput,
         EmbedPendingRequest as EmbedPendingRequest,
+        EmbedPendingResult as EmbedPendingResult,
         EmbedRequest as EmbedRequest,
         EmbedResult as EmbedResult,
         ProjectionInput as ProjectionInput,

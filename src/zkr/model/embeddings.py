@@ -150,3 +150,22 @@ class EmbedPendingRequest(NamedTuple):
             batch=f.u32_default("batch", 64),
             limit=limit or None,
         )
+
+
+class EmbedPendingResult(NamedTuple):
+    """Result of ``embed-pending``: the lane written (``model``, ``version``), the scopes
+    visited, the targets found missing or stale (``pending``), those stored (``embedded``) and
+    those skipped because they changed meanwhile, the distinct texts run through the model and
+    the wall-clock ``seconds`` of the drain."""
+
+    model: str
+    version: str
+    scopes: int
+    pending: int
+    embedded: int
+    skipped: int
+    texts: int
+    seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return self._asdict()

@@ -26,10 +26,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 from zkr.errors import InvalidInput
-from zkr.model import Distance, Normalization, ProjectionInput, quoted
+from zkr.model import Distance, EmbedPendingResult, Normalization, ProjectionInput, quoted
 from zkr.store.db import read_tx, write_tx
 from zkr.store.embedconfig import EmbedderConfig, record
 from zkr.store.embeddings import (
@@ -47,22 +47,6 @@ if TYPE_CHECKING:
 DEFAULT_BATCH = 64
 Progress = Callable[[int, int], None]
 """Called after each batch with (targets done, targets pending in all)."""
-
-
-class PendingSummary(NamedTuple):
-    """What a drain did (the CLI prints it as JSON)."""
-
-    model: str
-    version: str
-    scopes: int
-    pending: int
-    embedded: int
-    skipped: int
-    texts: int
-    seconds: float
-
-    def to_json(self) -> dict[str, Any]:
-        return self._asdict()
 
 
 # The scopes holding anything projectable: sources (every evidence and claim rests on one).
@@ -89,7 +73,7 @@ def embed_pending(
     batch: int = DEFAULT_BATCH,
     limit: int | None = None,
     progress: Progress | None = None,
-) -> PendingSummary:
+) -> EmbedPendingResult:
     """Embed every pending input of ``embedder``'s lane (in ``scope``, else in every scope),
     at most ``limit`` targets. Raises ``InvalidInput`` when the lane already holds another
     configuration for this model/version (§11.1 step 9)."""
@@ -164,7 +148,7 @@ def embed_pending(
     if not recorded and work == []:
         with write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
             record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
-    return PendingSummary(
+    return EmbedPendingResult(
         model,
         version,
         len(scopes),
