@@ -98,6 +98,11 @@ COMMANDS: dict[str, Command] = {
     "settle": Command(
         "move a pending or blocked claim to processed (or pending to blocked)", "SettleRequest"
     ),
+    "erase": Command(
+        "remove the text of deleted sources from the file and its feed for good"
+        " (dry_run by default: a report)",
+        "EraseRequest",
+    ),
 }
 
 

@@ -268,6 +268,15 @@ HELP: dict[str, CommandHelp] = {
         _ex(claim_id="<claim id>", processing_state="processed", recorded_at=1767312000),
         '{"claim_id": string, "processing_state": string}',
     ),
+    "erase": CommandHelp(
+        (
+            "source_ids      [string]: deleted sources (default: every deleted source)",
+            "dry_run         bool, default true: only report what would be erased",
+        ),
+        _ex(dry_run=True),
+        '{"claims", "dry_run", "evidence", "feed_records", "source_ids", "text_bytes"'
+        ', "wal_truncated" (when erasing)}',
+    ),
 }
 
 

@@ -385,6 +385,15 @@ class MemoryDb:
         with self._lock:
             return settle.settle(self.conn, req)
 
+    def erase(self, req: model.EraseRequest) -> dict[str, Any]:
+        """Blank the text of tombstoned sources everywhere in the file, feed included, or with
+        ``dry_run`` (the default) report what would be erased (:func:`zkr.store.erase.erase`)."""
+        model.validate(req)
+        from zkr.store import erase
+
+        with self._lock:
+            return erase.erase(self.conn, req)
+
     # -- embeddings (spec/retrieval.md §9-11)
     def projections(self, req: model.ProjectionsRequest) -> list[model.ProjectionIssue]:
         """Missing and stale embedding inputs of one model/version, at most ``limit`` and

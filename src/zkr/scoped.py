@@ -357,3 +357,9 @@ class ScopedMemory:
                 self._at(recorded_at),
             )
         )
+
+    def erase(self, source_ids: list[str] | None = None, dry_run: bool = True) -> dict[str, Any]:
+        """Report (``dry_run``, the default) or erase the text of deleted sources."""
+        return self.db.erase(
+            model.EraseRequest(self.tenant_id, self.person_id, source_ids, dry_run)
+        )

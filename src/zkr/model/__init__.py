@@ -99,6 +99,7 @@ _HOME: dict[str, str] = {
     "BrowseCursor": "inspect",
     "BrowseRequest": "inspect",
     "SettleRequest": "inspect",
+    "EraseRequest": "inspect",
     "validate": "checks",
 }
 
@@ -129,6 +130,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from zkr.model.inspect import (
         BrowseCursor as BrowseCursor,
         BrowseRequest as BrowseRequest,
+        EraseRequest as EraseRequest,
         LookupRequest as LookupRequest,
         SettleRequest as SettleRequest,
         Trace as Trace,

@@ -151,3 +151,23 @@ class SettleRequest(NamedTuple):
             processing_state=f.enum("processing_state", ProcessingState),
             recorded_at=f.i64("recorded_at"),
         )
+
+
+class EraseRequest(NamedTuple):
+    """``erase``: blank the text of tombstoned sources for good (docs/erase.md).
+
+    ``source_ids`` names deleted sources (default: every deleted source in scope);
+    ``dry_run`` (default true) only reports what would be erased.
+    """
+
+    tenant_id: str
+    person_id: str
+    source_ids: list[str] | None = None
+    dry_run: bool = True
+
+    @classmethod
+    def from_json(cls, value: Any) -> "EraseRequest":
+        f = Fields(value, "struct EraseRequest")
+        tenant, person = scope_fields(f)
+        ids = f.str_list("source_ids") if f.has("source_ids") else None
+        return cls(tenant, person, ids, f.bool_default("dry_run", True))

@@ -175,6 +175,12 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     conn.execute("COMMIT")
 
 
+def drop(conn: sqlite3.Connection) -> None:
+    """Remove the whole index inside the caller's transaction; the next search rebuilds it
+    (``erase`` uses this so no index page keeps erased terms)."""
+    _drop(conn)
+
+
 def _drop(conn: sqlite3.Connection) -> None:
     for name in _TRIGGER_NAMES:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
