@@ -121,7 +121,7 @@ def test_every_command_is_decode_call_encode() -> None:
     from zkr.cli import COMMANDS
 
     # zkr's own inspection commands still return JSON-ready dicts (model.encode passes them)
-    untyped = {"lookup", "browse", "settle"}
+    untyped = {"lookup", "browse", "settle", "erase"}
     for name, command in COMMANDS.items():
         request = getattr(model, command.request)
         assert callable(request.from_json), name
