@@ -387,7 +387,8 @@ class MemoryDb:
 
     def erase(self, req: model.EraseRequest) -> dict[str, Any]:
         """Blank the text of tombstoned sources everywhere in the file, feed included, or with
-        ``dry_run`` (the default) report what would be erased (docs/erase.md, :func:`zkr.store.erase.erase`)."""
+        ``dry_run`` (the default) report what would be erased (docs/erase.md,
+        :func:`zkr.store.erase.erase`)."""
         model.validate(req)
         from zkr.store import erase
 
