@@ -13,7 +13,9 @@ This script stores one zkr source per turn and measures how many of a question's
 * every question of categories 1-4 (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop; 5,
   adversarial, is reported separately) is searched once with ``--limit`` (default 20);
   Recall@K = |evidence turns among the first K items| / |evidence turns|, averaged over
-  questions; MRR@10 = 1 / rank of the first evidence turn within the first 10 items (0 if none).
+  questions; MRR@10 = 1 / rank of the first evidence turn within the first 10 items (0 if none);
+  and the share of returned items (all categories) that share no content word (a term of
+  :mod:`zkr.store.terms`: folded, stemmed, stop words dropped) with the question (target 0).
   Evidence ids are normalised (``"D8:6; D9:17"`` is two ids, ``"D:11:26"`` is ``D11:26``);
   an evidence id that names no turn still counts in the denominator; questions without any
   evidence are skipped.
@@ -48,6 +50,7 @@ from typing import Any
 
 from zkr import MemoryDb
 from zkr.model import RememberRequest, SearchRequest, SourceKind
+from zkr.store.terms import document_terms, query_terms
 
 TENANT = "locomo"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -171,15 +174,15 @@ class Backend:
         )
         return str(reply["source_id"])
 
-    def search(self, person: str, query: str, limit: int) -> list[str]:
-        """Ids of the returned items, in order."""
+    def search(self, person: str, query: str, limit: int) -> list[tuple[str, str]]:
+        """(id, excerpt) of the returned items, in order."""
         if self.db is not None:
             pack = self.db.search(SearchRequest(TENANT, person, query, limit))
-            return [item.memory.id for item in pack.items]
+            return [(item.memory.id, item.excerpt) for item in pack.items]
         reply = self._run(
             "search", {"tenant_id": TENANT, "person_id": person, "query": query, "limit": limit}
         )
-        return [str(item["memory"]["id"]) for item in reply["items"]]
+        return [(str(item["memory"]["id"]), str(item["excerpt"])) for item in reply["items"]]
 
     def close(self) -> None:
         if self.db is not None:
@@ -221,6 +224,8 @@ def run(args: argparse.Namespace) -> int:
     ingest_ms: list[float] = []
     search_ms: list[float] = []
     search_cpu_ms: list[float] = []
+    returned = 0
+    unrelated = 0
     with tempfile.TemporaryDirectory(prefix="zkr-locomo-") as scratch:
         directory = args.db_dir or scratch
         os.makedirs(directory, exist_ok=True)
@@ -240,10 +245,13 @@ def run(args: argparse.Namespace) -> int:
                 mine = Scores()
                 for question in conv.questions:
                     start, start_cpu = time.perf_counter(), time.thread_time()
-                    ids = backend.search(conv.name, question.text, args.limit)
+                    hits = backend.search(conv.name, question.text, args.limit)
                     search_cpu_ms.append((time.thread_time() - start_cpu) * 1000)
                     search_ms.append((time.perf_counter() - start) * 1000)
-                    ranked = [turn_of.get(i, i) for i in ids]
+                    ranked = [turn_of.get(i, i) for i, _ in hits]
+                    words = set(query_terms(question.text)[0])
+                    returned += len(hits)
+                    unrelated += sum(1 for _, text in hits if not words & set(document_terms(text)))
                     per_category[question.category].add(ranked, question.evidence)
                     if question.category in SCORED:
                         mine.add(ranked, question.evidence)
@@ -264,6 +272,10 @@ def run(args: argparse.Namespace) -> int:
         print(per_category[category].row(f"{category} {CATEGORIES[category]}"))
     print(overall.row("overall 1-4"))
     print(per_category[5].row("5 adversarial"))
+    print(
+        f"returned items sharing no content word with the question: {unrelated} of {returned}"
+        f" ({unrelated / max(returned, 1):.3f})"
+    )
     if args.per_conversation:
         for name, scores in per_conversation:
             print(scores.row(f"conv {name}"))
