@@ -20,6 +20,12 @@ export interface ZkrScope {
 }
 
 export const DEFAULT_MAX_RESULTS = 10;
+/**
+ * zkr's relevance is absolute (the share of the query's weighted words an item
+ * holds): without a `minScore`, hits below this floor are weak partial matches
+ * and are dropped. An explicit `minScore` (0 included) replaces it.
+ */
+export const DEFAULT_MIN_SCORE = 0.15;
 /** The CLI clamps `limit` to 100; asking for more would be silently cut anyway. */
 export const CLI_MAX_LIMIT = 100;
 export const DEFAULT_READ_LINES = 50;
@@ -103,6 +109,7 @@ function clampMaxResults(value: unknown): number {
 }
 
 function minScoreOf(value: unknown): number {
+  if (value === undefined) return DEFAULT_MIN_SCORE;
   return typeof value === "number" && Number.isFinite(value) && value > 0 ? value : 0;
 }
 
@@ -127,9 +134,11 @@ export class ZkrMemoryManager {
   }
 
   /**
-   * `zkr search` mapped to OpenClaw hits. When `minScore` is set, the CLI is
-   * asked for its maximum (100) so the score filter runs before the cut to
-   * `maxResults` (default 10). An abort signal is honoured before and during
+   * `zkr search` mapped to OpenClaw hits, keeping those whose score (zkr's
+   * absolute relevance / 10000) reaches `minScore` (default
+   * `DEFAULT_MIN_SCORE`). When `minScore` is given, the CLI is asked for its
+   * maximum (100) so the score filter runs before the cut to `maxResults`
+   * (default 10). An abort signal is honoured before and during
    * the CLI call (the child is killed).
    */
   async search(query: string, opts: MemorySearchOptions = {}): Promise<MemorySearchResult[]> {
@@ -138,7 +147,7 @@ export class ZkrMemoryManager {
     if (typeof query !== "string" || query.trim().length === 0) return [];
     const maxResults = clampMaxResults(opts.maxResults);
     const minScore = minScoreOf(opts.minScore);
-    const limit = minScore > 0 ? CLI_MAX_LIMIT : maxResults;
+    const limit = opts.minScore !== undefined && minScore > 0 ? CLI_MAX_LIMIT : maxResults;
     const output = await this.#runner(
       "search",
       { tenant_id: this.scope.tenant, person_id: this.scope.person, query, limit },

@@ -746,6 +746,15 @@ def test_reflect_maps_to_review_and_prefetch_cites_evidence(home: Home) -> None:
     assert provider.prefetch("   ") == ""
 
 
+def test_prefetch_leaves_out_weak_partial_matches(home: Home) -> None:
+    """Relevance is absolute: an item holding a small share of the query is not recalled."""
+    provider = home.start()
+    provider.handle_tool_call("zkr_store", {"content": "Allergic to peanuts"})
+    assert "peanuts" in provider.prefetch("peanuts")
+    weak = "peanuts zanzibar quokka marmalade harpsichord trombone xylophone"
+    assert provider.prefetch(weak) == ""
+
+
 # -- the CLI runner ----------------------------------------------------------------------
 
 

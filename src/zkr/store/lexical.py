@@ -61,6 +61,7 @@ SPAN = 32
 NEIGHBOURS = 2
 LIFT = 0.5
 COMMON_MIN_DOCS = 16
+COMMON_SHARE = 0.9
 
 _SOURCE_END = CLAIM_BASE - 1
 _CLAIM_END = 2 * CLAIM_BASE - 1
@@ -113,7 +114,7 @@ def plan_query(conn: sqlite3.Connection, tenant_id: str, person_id: str, query: 
     )
 
     def common(term: str) -> bool:
-        return docs >= COMMON_MIN_DOCS and 2 * df.get(term, 0) >= docs
+        return docs >= COMMON_MIN_DOCS and df.get(term, 0) >= COMMON_SHARE * docs
 
     rare = [term for term in tagged if not common(term)]
     match = [term for term in rare if df.get(term, 0) > 0] if rare else tagged
