@@ -200,7 +200,7 @@ def _match_terms(docs: list[set[str]], query: str) -> set[str]:
     n = sum(1 for doc in docs if doc)
 
     def common(term: str) -> bool:
-        return n >= lexical.COMMON_MIN_DOCS and 2 * df[term] >= n
+        return n >= lexical.COMMON_MIN_DOCS and df[term] >= lexical.COMMON_SHARE * n
 
     rare = [term for term in terms if not common(term)]
     return {term for term in rare if df[term] > 0} if rare else set(terms)

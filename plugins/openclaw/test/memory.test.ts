@@ -107,7 +107,11 @@ describe("search mapping", () => {
   });
 
   test("without minScore, hits under the default floor (0.15) are dropped; minScore 0 keeps them", async () => {
-    const items = [item("claim", "a", 9500, "a"), item("claim", "b", 1499, "b"), item("claim", "c", 1500, "c")];
+    const items = [
+      item("claim", "a", 9500, "a"),
+      item("claim", "b", 1499, "b"),
+      item("claim", "c", 1500, "c"),
+    ];
     const { manager, calls } = managerWith(() => ({ items }));
     expect((await manager.search("q")).map((hit) => hit.path)).toEqual(["zkr://claim/a", "zkr://claim/c"]);
     expect(calls[0]!.input.limit).toBe(10);

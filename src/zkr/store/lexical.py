@@ -7,9 +7,9 @@ reasons, docs/retrieval-experiments.md the measurements.
 1. **Terms** (:func:`zkr.store.terms.query_terms`): the query is folded (NFKC, case, accents),
    stop words are dropped, spaced words are Snowball-stemmed, unspaced scripts become
    character bigrams; at most 32 distinct terms. No term: nothing matches.
-2. **Informative terms.** A term held by at least half of the scope's documents (once the
-   scope has :data:`COMMON_MIN_DOCS` of them) says nothing about which one is meant: its BM25
-   IDF is not positive. Such terms (a speaker label such as ``User:`` that starts every turn)
+2. **Informative terms.** A term held by at least :data:`COMMON_SHARE` (90 %) of the scope's
+   documents (once the scope has :data:`COMMON_MIN_DOCS` of them) says nothing about which one
+   is meant. Such terms (a speaker label such as ``User:`` that starts every turn)
    never make a match on their own; they count only when the query has no other term.
 3. **Documents** (:mod:`zkr.store.search_index`): every source that is not deleted and every
    claim (``subject predicate value``) of the scope. A document matches when it holds an
@@ -21,6 +21,7 @@ reasons, docs/retrieval-experiments.md the measurements.
    stands for its claim when that is live and citable (``as_of``: visible and citable at
    those times, §4). Anything else stands for nothing.
 5. **Conversation neighbours.** Each of the :data:`LIFTERS` best eligible source documents
+   (among the first :data:`LIFT_SCAN` matches checked)
    lifts the matched source documents written just before and after it in the same scope
    (:data:`NEIGHBOURS` on each side within :data:`SPAN` rows) by :data:`LIFT` × its own score.
 6. **Order**: lifted score descending, then newest first, then sources before claims and id;
@@ -57,6 +58,7 @@ from zkr.store.terms import query_terms
 WINDOW_ROWS = 1000
 RARE_DOCS = 200
 LIFTERS = 20
+LIFT_SCAN = 100
 SPAN = 32
 NEIGHBOURS = 2
 LIFT = 0.5
@@ -311,7 +313,9 @@ class _Lane:
         eligible: list[int] = []
         lifters: list[int] = []
         batch = cut + cut // 4 + 8
-        while checked < len(order) and (len(found) < cut or len(lifters) < LIFTERS):
+        while checked < len(order) and (
+            len(found) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
+        ):
             chunk = order[checked : checked + batch]
             checked += len(chunk)
             self.check(chunk)
