@@ -63,7 +63,9 @@ class Corpus:
             self.ids[key] = ("claim", r.claim_id) if claim else ("source", r.source_id)
         # the user corrects two facts and deletes one note
         moved = self.db.correct(
-            CorrectRequest(T, P, self.ids["city"][1], "Alex moved to Munich in May", "Munich", 90, 90)
+            CorrectRequest(
+                T, P, self.ids["city"][1], "Alex moved to Munich in May", "Munich", 90, 90
+            )
         )
         self.ids["city_new"] = ("claim", moved.claim_id)
         ported = self.db.correct(
