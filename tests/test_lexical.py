@@ -370,3 +370,20 @@ def test_eligible_set_matches_slow_implementation(
                 assert [item.memory for item in again.items] == got
     finally:
         lexical.WINDOW_ROWS, lexical.RARE_DOCS, lexical.SPAN = saved
+
+
+def test_claim_words_as_of_follow_history(db: MemoryDb) -> None:
+    """A claim found by its own words obeys spec/retrieval.md §4: the value visible then."""
+    old = remember(db, "Sam works at Acme", at=10, claim=("Sam", "employer", "Acme"))
+    new = db.correct(CorrectRequest(T, P, old.claim_id, "Sam joined Globex", "Globex", 20, 20))
+    kinds = {
+        when: [
+            (i.memory.kind.value, i.memory.id)
+            for i in db.search(SearchRequest(T, P, "employer", 10, None, AsOf(when, when))).items
+        ]
+        for when in (5, 15, 25)
+    }
+    assert kinds[5] == []
+    assert kinds[15] == [("claim", old.claim_id)]
+    assert kinds[25] == [("claim", new.claim_id)]
+    assert ids(db, "employer") == [new.claim_id]
