@@ -86,9 +86,9 @@ def test_dry_run_reports_and_writes_nothing(db: MemoryDb) -> None:
     build(db)
     before = on_disk(db.path, shm=False)
     report = db.scope(T, P).erase()
-    assert report["dry_run"] is True
-    assert len(report["source_ids"]) == 2 and report["evidence"] == 2 and report["claims"] == 2
-    assert report["feed_records"] > 0 and report["text_bytes"] > 2 * len(SECRET)
+    assert report.dry_run is True
+    assert len(report.source_ids) == 2 and report.evidence == 2 and report.claims == 2
+    assert report.feed_records > 0 and report.text_bytes > 2 * len(SECRET)
     assert "wal_truncated" not in report
     assert SECRET.encode() in before and on_disk(db.path, shm=False) == before
 
@@ -98,7 +98,7 @@ def test_erase_leaves_no_byte_of_the_text_in_the_file_or_wal(db: MemoryDb) -> No
     me = db.scope(T, P)
     assert SECRET.encode() in on_disk(db.path)
     report = me.erase(dry_run=False)
-    assert report["dry_run"] is False and report["wal_truncated"] is True
+    assert report.dry_run is False and report.wal_truncated is True
     data = on_disk(db.path)
     for word in (SECRET, SECRET_CITY, SECRET.lower(), SECRET_CITY.lower()):
         assert word.encode() not in data, word
@@ -109,7 +109,7 @@ def test_erase_leaves_no_byte_of_the_text_in_the_file_or_wal(db: MemoryDb) -> No
     assert {c["value"] for c in traced.claims} == {""}
     # a second erase finds the same sources but nothing more to blank
     again = me.erase(dry_run=False)
-    assert again["text_bytes"] == 0
+    assert again.text_bytes == 0
     # the feed is still a valid feed: every page exports, a fresh replica applies it
     commits = staged(export_all(db, (T, P)))
     with MemoryDb.open(Path(db.path).parent / "fresh.db") as fresh:
@@ -165,7 +165,7 @@ def test_erase_named_sources_and_errors(db: MemoryDb) -> None:
     with pytest.raises(InvalidInput, match="is not in scope"):
         db.scope(T, "other").erase([ids["secret"].source_id])
     report = me.erase([ids["secret"].source_id], dry_run=False)
-    assert report["source_ids"] == [ids["secret"].source_id]
+    assert report.source_ids == [ids["secret"].source_id]
     assert SECRET_CITY.encode() in on_disk(db.path)  # the correction source is not erased yet
 
 

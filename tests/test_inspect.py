@@ -12,7 +12,7 @@ from tests.conftest import cli, dump, sam_acme
 from tests.sync_support import export_all, staged
 from zkr import MemoryDb
 from zkr.errors import InvalidInput, NotFound
-from zkr.model import ApplyRequest, BrowseCursor
+from zkr.model import ApplyRequest
 
 T, P = "acme", "sam"
 
@@ -140,10 +140,11 @@ def test_lookup_live_and_as_of(db: MemoryDb) -> None:
     _first, _second, third = chain(db)
     sam = db.scope(T, P)
     (now,) = sam.lookup("sam", "EMPLOYER")
-    assert now["id"] == third.claim_id and now["value"] == "Initech"
-    assert now["evidence_ids"] == [third.evidence_id]
-    assert [c["value"] for c in sam.lookup("Sam", "employer", as_of=(15, 15))] == ["Acme"]
-    assert [c["value"] for c in sam.lookup("Sam", "employer", as_of=(25, 25))] == ["Globex"]
+    assert now.claim["id"] == third.claim_id and now.claim["value"] == "Initech"
+    assert now.evidence_ids == [third.evidence_id]
+    assert now.to_json() == {**now.claim, "evidence_ids": [third.evidence_id]}
+    assert [c.claim["value"] for c in sam.lookup("Sam", "employer", as_of=(15, 15))] == ["Acme"]
+    assert [c.claim["value"] for c in sam.lookup("Sam", "employer", as_of=(25, 25))] == ["Globex"]
     assert sam.lookup("Sam", "employer", as_of=(5, 5)) == []
     assert sam.lookup("Sam", "city") == []
 
@@ -161,7 +162,7 @@ def test_lookup_shows_two_coexisting_values(db: MemoryDb) -> None:
         captured_at=12,
         claim={"subject": "alex", "predicate": "lives_in", "value": "Lisbon"},
     )
-    assert [c["value"] for c in sam.lookup("alex", "lives_in")] == ["Lisbon", "Berlin"]
+    assert [c.claim["value"] for c in sam.lookup("alex", "lives_in")] == ["Lisbon", "Berlin"]
 
 
 def test_lookup_cli_and_validation(db_path: str) -> None:
@@ -210,10 +211,10 @@ def test_browse_pages_through_everything_newest_first(db: MemoryDb) -> None:
     while True:
         page = sam.browse(limit=3, before=cursor)
         pages += 1
-        seen += [(item["type"], item["recorded_at"]) for item in page["items"]]
-        if page["next"] is None:
+        seen += [(item["type"], item["recorded_at"]) for item in page.items]
+        if page.next is None:
             break
-        cursor = BrowseCursor(**page["next"])
+        cursor = page.next
     assert pages == 3
     assert seen == [("source", 20), ("claim", 20), *[("source", 16 - i) for i in range(7)]]
 
@@ -232,11 +233,11 @@ def test_browse_filters(db: MemoryDb) -> None:
             "processing_state": "pending",
         },
     )
-    items = sam.browse(kind="screen")["items"]
+    items = sam.browse(kind="screen").items
     assert [i["text"] for i in items] == ["screen text"]
-    items = sam.browse(processing_state="pending")["items"]
+    items = sam.browse(processing_state="pending").items
     assert [i["id"] for i in items] == [pending.claim_id]
-    assert sam.browse(records="claims", status="retracted")["items"] == []
+    assert sam.browse(records="claims", status="retracted").items == []
     with pytest.raises(InvalidInput, match="tier must be one of"):
         sam.browse(tier="forever")
     with pytest.raises(InvalidInput, match="records must be one of"):
@@ -275,7 +276,7 @@ def test_settle_makes_a_pending_claim_searchable(db: MemoryDb) -> None:
     stored = pending_claim(db)
     sam = db.scope(T, P)
     assert sam.search("Lisbon").items == []
-    assert sam.settle(stored.claim_id, recorded_at=11) == {
+    assert sam.settle(stored.claim_id, recorded_at=11).to_json() == {
         "claim_id": stored.claim_id,
         "processing_state": "processed",
     }
@@ -292,11 +293,11 @@ def test_settle_transitions_and_errors(db: MemoryDb) -> None:
     sam = db.scope(T, P)
     with pytest.raises(InvalidInput, match="must not predate claim"):
         sam.settle(stored.claim_id, recorded_at=9)
-    assert sam.settle(stored.claim_id, "blocked", recorded_at=11)["processing_state"] == "blocked"
+    assert sam.settle(stored.claim_id, "blocked", recorded_at=11).processing_state == "blocked"
     assert sam.search("Lisbon").items == []
     before = dump(db.path)
     # same state: no-op, no commit
-    assert sam.settle(stored.claim_id, "blocked", recorded_at=12)["processing_state"] == "blocked"
+    assert sam.settle(stored.claim_id, "blocked", recorded_at=12).processing_state == "blocked"
     assert dump(db.path) == before
     with pytest.raises(InvalidInput, match="pending may become"):
         sam.settle(stored.claim_id, "pending", recorded_at=12)

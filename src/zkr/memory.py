@@ -358,7 +358,7 @@ class MemoryDb:
         with self._lock:
             return inspect.trace(self.conn, req)
 
-    def lookup(self, req: model.LookupRequest) -> list[dict[str, Any]]:
+    def lookup(self, req: model.LookupRequest) -> list[model.LookupClaim]:
         """The live (or ``as_of``) claims for a subject and predicate, with their citations
         (:func:`zkr.store.inspect.lookup`, docs/inspect.md)."""
         model.validate(req)
@@ -367,7 +367,7 @@ class MemoryDb:
         with self._lock:
             return inspect.lookup(self.conn, req)
 
-    def browse(self, req: model.BrowseRequest) -> dict[str, Any]:
+    def browse(self, req: model.BrowseRequest) -> model.BrowsePage:
         """One page of the scope's sources and claims, newest recorded first
         (:func:`zkr.store.inspect.browse`, docs/inspect.md)."""
         model.validate(req)
@@ -376,7 +376,7 @@ class MemoryDb:
         with self._lock:
             return inspect.browse(self.conn, req)
 
-    def settle(self, req: model.SettleRequest) -> dict[str, str]:
+    def settle(self, req: model.SettleRequest) -> model.SettleResult:
         """Move a pending or blocked claim to processed (or pending to blocked), with a feed
         commit replicas apply (:func:`zkr.store.settle.settle`, docs/inspect.md)."""
         model.validate(req)
@@ -385,7 +385,7 @@ class MemoryDb:
         with self._lock:
             return settle.settle(self.conn, req)
 
-    def erase(self, req: model.EraseRequest) -> dict[str, Any]:
+    def erase(self, req: model.EraseRequest) -> model.EraseReport:
         """Blank the text of tombstoned sources everywhere in the file, feed included, or with
         ``dry_run`` (the default) report what would be erased (docs/erase.md,
         :func:`zkr.store.erase.erase`)."""

@@ -320,7 +320,7 @@ class ScopedMemory:
 
     def lookup(
         self, subject: str, predicate: str, as_of: model.AsOf | tuple[int, int] | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[model.LookupClaim]:
         """The current (or ``as_of``) claims for a subject and predicate."""
         return self.db.lookup(
             model.LookupRequest(
@@ -334,7 +334,7 @@ class ScopedMemory:
 
     def browse(
         self, limit: int = 20, before: model.BrowseCursor | None = None, **filters: str
-    ) -> dict[str, Any]:
+    ) -> model.BrowsePage:
         """One timeline page; ``filters`` are ``records``, ``kind``, ``tier``, ``status``,
         ``processing_state`` (see :class:`~zkr.model.BrowseRequest`)."""
         return self.db.browse(
@@ -346,7 +346,7 @@ class ScopedMemory:
         claim_id: str,
         processing_state: model.ProcessingState | str = "processed",
         recorded_at: int | None = None,
-    ) -> dict[str, str]:
+    ) -> model.SettleResult:
         """Move a pending or blocked claim to processed (default) or blocked."""
         return self.db.settle(
             model.SettleRequest(
@@ -358,7 +358,7 @@ class ScopedMemory:
             )
         )
 
-    def erase(self, source_ids: list[str] | None = None, dry_run: bool = True) -> dict[str, Any]:
+    def erase(self, source_ids: list[str] | None = None, dry_run: bool = True) -> model.EraseReport:
         """Report (``dry_run``, the default) or erase the text of deleted sources."""
         return self.db.erase(
             model.EraseRequest(self.tenant_id, self.person_id, source_ids, dry_run)

@@ -100,6 +100,10 @@ _HOME: dict[str, str] = {
     "BrowseRequest": "inspect",
     "SettleRequest": "inspect",
     "EraseRequest": "inspect",
+    "EraseReport": "inspect",
+    "LookupClaim": "inspect",
+    "BrowsePage": "inspect",
+    "SettleResult": "inspect",
     "validate": "checks",
 }
 
@@ -129,10 +133,14 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     )
     from zkr.model.inspect import (
         BrowseCursor as BrowseCursor,
+        BrowsePage as BrowsePage,
         BrowseRequest as BrowseRequest,
+        EraseReport as EraseReport,
         EraseRequest as EraseRequest,
+        LookupClaim as LookupClaim,
         LookupRequest as LookupRequest,
         SettleRequest as SettleRequest,
+        SettleResult as SettleResult,
         Trace as Trace,
         TraceRequest as TraceRequest,
     )

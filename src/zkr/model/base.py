@@ -41,11 +41,9 @@ class Target(NamedTuple):
 
 def encode(result: Any) -> Any:
     """The JSON value of a command's typed result: ``result.to_json()``, a list item by item,
-    ``None`` as ``null`` (the last step of every CLI command, see :mod:`zkr.cli`). A ``dict``
-    is already a JSON value and passes through (``lookup``, ``browse`` and ``settle`` still
-    return JSON-ready dicts)."""
-    if result is None or isinstance(result, dict):
-        return result
+    ``None`` as ``null`` (the last step of every CLI command, see :mod:`zkr.cli`)."""
+    if result is None:
+        return None
     if isinstance(result, list):
         return [encode(item) for item in result]
     return result.to_json()

@@ -171,3 +171,66 @@ class EraseRequest(NamedTuple):
         tenant, person = scope_fields(f)
         ids = f.str_list("source_ids") if f.has("source_ids") else None
         return cls(tenant, person, ids, f.bool_default("dry_run", True))
+
+
+class LookupClaim(NamedTuple):
+    """One item of ``lookup``: a claim as ``trace`` shows it (``claim``, shapes in
+    docs/inspect.md) and its live (or then-visible) supporting evidence ids, smallest first."""
+
+    claim: dict[str, Any]
+    evidence_ids: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.claim, "evidence_ids": list(self.evidence_ids)}
+
+
+class BrowsePage(NamedTuple):
+    """One page of ``browse``: ``items`` (sources and claims as plain JSON objects, newest
+    recorded first) and ``next``, the cursor of the following page or ``None`` on the last."""
+
+    items: list[dict[str, Any]]
+    next: BrowseCursor | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"items": self.items, "next": None if self.next is None else self.next.to_json()}
+
+
+class SettleResult(NamedTuple):
+    """Result of ``settle``: the claim and its processing state after the call."""
+
+    claim_id: str
+    processing_state: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"claim_id": self.claim_id, "processing_state": self.processing_state}
+
+
+class EraseReport(NamedTuple):
+    """Result of ``erase`` (docs/erase.md): what was (or, with ``dry_run``, would be) erased.
+
+    ``source_ids`` the erased sources; ``evidence``, ``claims``, ``feed_records`` counts of
+    rows and stored feed payloads blanked; ``text_bytes`` the UTF-8 bytes of text removed;
+    ``wal_truncated`` (only after a real erase, ``None`` on a dry run) whether the WAL file
+    could be truncated so no old page keeps the text.
+    """
+
+    dry_run: bool
+    source_ids: list[str]
+    evidence: int
+    claims: int
+    feed_records: int
+    text_bytes: int
+    wal_truncated: bool | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "dry_run": self.dry_run,
+            "source_ids": list(self.source_ids),
+            "evidence": self.evidence,
+            "claims": self.claims,
+            "feed_records": self.feed_records,
+            "text_bytes": self.text_bytes,
+        }
+        if self.wal_truncated is not None:
+            out["wal_truncated"] = self.wal_truncated
+        return out

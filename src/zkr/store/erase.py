@@ -36,7 +36,7 @@ from typing import Any
 
 from zkr.codec import canonical
 from zkr.errors import InvalidInput
-from zkr.model import EraseRequest
+from zkr.model import EraseReport, EraseRequest
 from zkr.store import search_index
 from zkr.store.db import read_tx, write_tx
 from zkr.text import require_scope
@@ -161,21 +161,22 @@ def _blank(payload: str) -> str:
     return canonical(envelope)
 
 
-def _report(found: dict[str, Any], dry_run: bool) -> dict[str, Any]:
-    return {
-        "dry_run": dry_run,
-        "source_ids": found["sources"],
-        "evidence": len(found["evidence"]),
-        "claims": len(found["claims"]),
-        "feed_records": len(found["events"]),
-        "text_bytes": found["text_bytes"],
-    }
+def _report(found: dict[str, Any], dry_run: bool, wal_truncated: bool | None = None) -> EraseReport:
+    return EraseReport(
+        dry_run=dry_run,
+        source_ids=found["sources"],
+        evidence=len(found["evidence"]),
+        claims=len(found["claims"]),
+        feed_records=len(found["events"]),
+        text_bytes=found["text_bytes"],
+        wal_truncated=wal_truncated,
+    )
 
 
-def erase(conn: sqlite3.Connection, req: EraseRequest) -> dict[str, Any]:
+def erase(conn: sqlite3.Connection, req: EraseRequest) -> EraseReport:
     """Erase (or with ``dry_run`` report) the text of tombstoned sources; see the module doc.
 
-    Returns ``{dry_run, source_ids, evidence, claims, feed_records, text_bytes}`` and, when
+    Returns an :class:`~zkr.model.EraseReport` (``dry_run``, ``source_ids``, counts) and, when
     erasing, ``wal_truncated`` (false when another connection kept the WAL in use: run again or
     checkpoint later to drop the old copies from it). Raises ``InvalidInput`` when a named
     source is not in scope or not deleted.
@@ -248,4 +249,4 @@ def erase(conn: sqlite3.Connection, req: EraseRequest) -> dict[str, Any]:
     finally:
         conn.execute(f"PRAGMA secure_delete = {int(previous)}")
     busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    return {**_report(found, False), "wal_truncated": busy == 0}
+    return _report(found, False, busy == 0)

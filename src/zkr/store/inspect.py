@@ -15,8 +15,10 @@ from typing import Any
 from zkr.errors import InvalidInput, NotFound
 from zkr.model import (
     BrowseCursor,
+    BrowsePage,
     BrowseRequest,
     ClaimKind,
+    LookupClaim,
     LookupRequest,
     ProcessingState,
     SourceKind,
@@ -302,7 +304,7 @@ def _evidence(
 # --------------------------------------------------------------------------- lookup
 
 
-def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[dict[str, Any]]:
+def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
     """The claims for ``(subject, predicate)`` that search could cite: live ones, or with
     ``as_of`` the ones visible at that (valid, recorded) point (spec/retrieval.md §4).
 
@@ -348,7 +350,7 @@ def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[dict[str, Any]]
         for row in conn.execute(sql, params):
             evidence_ids = json.loads(row[13])
             if evidence_ids:
-                out.append({**claim_json(row), "evidence_ids": evidence_ids})
+                out.append(LookupClaim(claim_json(row), evidence_ids))
     return out
 
 
@@ -362,7 +364,7 @@ _CLAIM_FILTERS: dict[str, type[Tier] | type[Status] | type[ProcessingState]] = {
 }
 
 
-def browse(conn: sqlite3.Connection, req: BrowseRequest) -> dict[str, Any]:
+def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
     """One page of the scope's sources and claims, newest recorded first (docs/inspect.md).
 
     Items are ordered by recorded time (a claim's ``recorded_time.from``) descending, then
@@ -449,7 +451,4 @@ def browse(conn: sqlite3.Connection, req: BrowseRequest) -> dict[str, Any]:
                 )
     more = len(page) > limit
     last = page[limit - 1] if more else None
-    return {
-        "items": items,
-        "next": None if last is None else BrowseCursor(last[0], last[1], last[2]).to_json(),
-    }
+    return BrowsePage(items, None if last is None else BrowseCursor(last[0], last[1], last[2]))

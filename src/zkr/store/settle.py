@@ -18,7 +18,7 @@ from __future__ import annotations
 import sqlite3
 
 from zkr.errors import InvalidInput, NotFound
-from zkr.model import ProcessingState, SettleRequest
+from zkr.model import ProcessingState, SettleRequest, SettleResult
 from zkr.store import feed
 from zkr.store.db import write_tx
 from zkr.store.derived import STATE_CHANGED, enqueue_repair, log_operation
@@ -31,7 +31,7 @@ _ALLOWED = {
 }
 
 
-def settle(conn: sqlite3.Connection, req: SettleRequest) -> dict[str, str]:
+def settle(conn: sqlite3.Connection, req: SettleRequest) -> SettleResult:
     """Set an accepted claim's ``processing_state`` (one transaction, one commit).
 
     Returns ``{"claim_id", "processing_state"}``. Raises ``NotFound`` for a claim not in
@@ -54,7 +54,7 @@ def settle(conn: sqlite3.Connection, req: SettleRequest) -> dict[str, str]:
         if status != "accepted":
             raise InvalidInput("settle requires an active claim")
         if state == target.value:
-            return {"claim_id": req.claim_id, "processing_state": state}
+            return SettleResult(req.claim_id, state)
         if (ProcessingState(state), target) not in _ALLOWED:
             raise InvalidInput(
                 f"cannot settle a {state} claim to {target.value}"
@@ -68,4 +68,4 @@ def settle(conn: sqlite3.Connection, req: SettleRequest) -> dict[str, str]:
         enqueue_repair(conn, t, p, "claim", req.claim_id, STATE_CHANGED, req.recorded_at)
         log_operation(conn, t, p, "settle", req.recorded_at, req.claim_id)
         feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id)])
-    return {"claim_id": req.claim_id, "processing_state": target.value}
+    return SettleResult(req.claim_id, target.value)
