@@ -252,3 +252,36 @@ def test_hybrid_pack_does_not_depend_on_limit(db_path: str) -> None:
         for limit in (1, 3, 10):
             short = db.search(SearchRequest(T, P, "dairy food", limit)).items
             assert short == full[:limit]
+
+
+def test_serve_drains_and_searches_with_one_model_load(db_path: str) -> None:
+    """``zkr serve``: embed-pending and plain searches on one long-lived process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "serve", "--db", db_path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    scope = {"tenant_id": T, "person_id": P}
+    lines = [
+        {
+            "id": i,
+            "command": "remember",
+            "request": {**scope, "kind": "conversation", "text": text, "captured_at": 10 + i}
+            | {"recorded_at": 10 + i},
+        }
+        for i, text in enumerate([LACTOSE, *OTHERS])
+    ]
+    lines.append({"id": "drain", "command": "embed-pending", "request": {}})
+    lines += [
+        {"id": f"q{i}", "command": "search", "request": {**scope, "query": "dairy"}}
+        for i in range(3)
+    ]
+    out, _ = proc.communicate(
+        "".join(json.dumps(line) + "\n" for line in lines).encode(), timeout=120
+    )
+    answers = {a["id"]: a for a in map(json.loads, out.decode().splitlines())}
+    assert answers["drain"]["ok"]["embedded"] == 8
+    for i in range(3):
+        assert answers[f"q{i}"]["ok"]["items"][0]["excerpt"] == LACTOSE

@@ -443,10 +443,9 @@ class MemoryDb:
         from zkr.store import embedpending
 
         embedder = load(req.model)
-        with self._lock:
-            return embedpending.embed_pending(
-                self.conn, embedder, scope, req.batch, req.limit, progress
-            )
+        return embedpending.embed_pending(
+            self.conn, embedder, scope, req.batch, req.limit, progress, guard=self._lock
+        )
 
     # -- sync (spec/sync.md)
     def export(self, req: model.ExportRequest) -> model.ExportPage:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from zkr.errors import InvalidInput
@@ -73,13 +74,17 @@ def embed_pending(
     batch: int = DEFAULT_BATCH,
     limit: int | None = None,
     progress: Progress | None = None,
+    guard: AbstractContextManager[object] | None = None,
 ) -> EmbedPendingResult:
     """Embed every pending input of ``embedder``'s lane (in ``scope``, else in every scope),
-    at most ``limit`` targets. Raises ``InvalidInput`` when the lane already holds another
-    configuration for this model/version (§11.1 step 9)."""
+    at most ``limit`` targets. ``guard`` (the connection's lock) is held around each database
+    step only, never while the model runs, so a server keeps answering meanwhile. Raises
+    ``InvalidInput`` when the lane already holds another configuration for this model/version
+    (§11.1 step 9)."""
     started = time.perf_counter()
     model, version = embedder.model, embedder.version
-    with read_tx(conn):
+    lock = guard if guard is not None else nullcontext()
+    with lock, read_tx(conn):
         scopes = [scope] if scope is not None else [(r[0], r[1]) for r in conn.execute(_SCOPES_SQL)]
         work: list[tuple[str, str, ProjectionInput]] = []
         for tenant, person in scopes:
@@ -98,10 +103,12 @@ def embed_pending(
     embedded = skipped = done = 0
     recorded = False
     step = max(1, batch)
+    if progress is not None:
+        progress(0, len(work))
     for start in range(0, len(unique), step):
         chunk = unique[start : start + step]
         vectors = dict(zip(chunk, embedder.embed(chunk), strict=True))
-        with write_tx(conn):
+        with lock, write_tx(conn):
             if not recorded:
                 record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
                 recorded = True
@@ -146,7 +153,7 @@ def embed_pending(
         if progress is not None:
             progress(done, len(work))
     if not recorded and work == []:
-        with write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
+        with lock, write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
             record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
     return EmbedPendingResult(
         model,
