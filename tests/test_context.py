@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tests.conftest import P, T, dump, remember
+from tests.conftest import P, T, cli, dump, remember
 from zkr import MemoryDb, RequestError
 from zkr.context import MIN_LINE_BYTES, build_context
 from zkr.model import ClaimKind, LimitRequest, ProfileRequest, ReviewRequest, Stability
@@ -72,3 +76,27 @@ def test_no_match_blank_query_and_floor(db: MemoryDb) -> None:
         assert exc.message == "max_bytes must not be negative"
     else:
         raise AssertionError("a negative budget must fail")
+
+
+def test_the_context_command_over_the_cli_and_serve(db: MemoryDb, db_path: str) -> None:
+    """``context`` is a command like any other: the CLI and ``zkr serve`` give the library's
+    block, and a bad request is the usual error envelope."""
+    _seed(db)
+    request = {"tenant_id": T, "person_id": P, "query": "welder", "max_bytes": 600}
+    expected = build_context(db, T, P, "welder", max_bytes=600).to_json()
+    assert cli(db_path, "context", request).json() == expected
+    assert expected["bytes"] <= 600 and expected["items"]
+    line = json.dumps({"id": "c", "command": "context", "request": request}).encode()
+    served = subprocess.run(
+        [sys.executable, "-m", "zkr", "serve", "--db", db_path],
+        input=line + b"\n",
+        capture_output=True,
+        check=True,
+        timeout=60,
+    )
+    assert json.loads(served.stdout) == {"id": "c", "ok": expected}
+    bad = cli(db_path, "context", {"tenant_id": T, "person_id": P, "query": "x", "limit": -1})
+    assert bad.error() == "invalid value: integer `-1`, expected u32"
+    assert cli(db_path, "context", {"tenant_id": T, "person_id": P}).error() == (
+        "missing field `query`"
+    )

@@ -52,6 +52,11 @@ COMMANDS: dict[str, Command] = {
     "get": Command(
         "read one live cited memory (source, evidence or claim) by target", "GetRequest"
     ),
+    "context": Command(
+        "the cited block to paste into a prompt: best pack for a query, current profile"
+        " entries and latest reviews, within max_bytes",
+        "ContextRequest",
+    ),
     "correct": Command(
         "supersede an accepted claim with new correction evidence", "CorrectRequest"
     ),

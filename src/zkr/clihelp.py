@@ -74,6 +74,18 @@ HELP: dict[str, CommandHelp] = {
         '{"gaps": [string], "items": [{"evidence_ids", "excerpt", "memory",'
         ' "relevance_basis_points"}], "query": string}',
     ),
+    "context": CommandHelp(
+        (
+            "query           string (blank: profile and reviews only)",
+            "max_bytes       int, default 4000: UTF-8 size bound of text",
+            "limit           int, default 10: search items considered",
+            "profile_limit   int, default 10; review_limit int, default 3 (0: none)",
+            "min_relevance_basis_points  int, default 0: drop items ranked below",
+        ),
+        _ex(query="where does Sam work", max_bytes=2000),
+        '{"bytes": int, "items": [search item], "profiles": [profile entry],'
+        ' "reviews": [review], "text": string} (only what fits in text)',
+    ),
     "get": CommandHelp(
         ("target          {kind: source|evidence|claim, id}: a live record",),
         _ex(target={"kind": "claim", "id": "<claim id>"}),

@@ -2,10 +2,11 @@
 
 :func:`build_context` runs one lexical ``search`` for the user's message and reads the current
 profile entries and the latest daily reviews of one scope, then renders them as a short,
-cited plain-text block that fits a byte budget. It writes nothing. The MCP server's ``context``
-tool returns it; plugins call it in-process.
+cited plain-text block that fits a byte budget. It writes nothing. It is the ``context``
+command (CLI, ``zkr serve``, :meth:`zkr.MemoryDb.context`) and the MCP server's ``context``
+tool.
 
-**Budget.** ``max_bytes`` bounds the UTF-8 size of :attr:`Context.text`, headers and newlines
+**Budget.** ``max_bytes`` bounds the UTF-8 size of the block's ``text``, headers and newlines
 included. Lines are taken in a fixed priority — two memory lines for every profile line and
 every review line, each list in its own order (rank, newest first) — while they fit; a line that
 does not fit is skipped, so a later, shorter one may still get in. One line is at most a quarter
@@ -19,33 +20,17 @@ profile line with its claim id, each review line with its id, so a model can ``g
 from __future__ import annotations
 
 from itertools import zip_longest
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from zkr import model
 from zkr.errors import RequestError
-from zkr.memory import MemoryDb
+
+if TYPE_CHECKING:
+    from zkr.memory import MemoryDb
 
 DEFAULT_MAX_BYTES = 4_000
 MIN_LINE_BYTES = 160
 ELLIPSIS = "…"
-
-
-class Context(NamedTuple):
-    """A rendered context block and what it was built from (only what made it into ``text``)."""
-
-    text: str
-    items: list[model.RetrievalItem]
-    profiles: list[model.ProfileEntry]
-    reviews: list[model.DailyReview]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "bytes": len(self.text.encode("utf-8")),
-            "items": [item.to_json() for item in self.items],
-            "profiles": [entry.to_json() for entry in self.profiles],
-            "reviews": [review.to_json() for review in self.reviews],
-        }
 
 
 def build_context(
@@ -59,14 +44,15 @@ def build_context(
     profile_limit: int = 10,
     review_limit: int = 3,
     min_relevance_basis_points: int = 0,
-) -> Context:
+) -> model.ContextBlock:
     """The best cited pack for ``query`` plus current profile entries and the latest reviews,
     within ``max_bytes`` UTF-8 bytes (see the module docstring for the budget rule).
 
     ``limit``, ``profile_limit`` and ``review_limit`` bound each list as the commands do (0
     means 10, above 100 means 100; a review limit of 0 leaves reviews out here). Items whose
-    ``relevance_basis_points`` is below ``min_relevance_basis_points`` are left out (relevance
-    is rank-based: the first item always has 10000). A blank ``query`` skips the search. Raises
+    ``relevance_basis_points`` is below ``min_relevance_basis_points`` are left out (lexical
+    relevance is the share of the query an item holds, so a floor drops weak matches; see the
+    README's JSON shapes). A blank ``query`` skips the search. Raises
     :class:`zkr.ZkrError` for a bad scope or a negative bound, as the commands do.
     """
     if max_bytes < 0:
@@ -109,7 +95,7 @@ def build_context(
         if _size(lines) + len(note.encode("utf-8")) + 1 <= max_bytes:
             lines.insert(0, note)
     text = "".join(line + "\n" for line in lines)
-    return Context(text, taken[0], taken[1], taken[2])
+    return model.ContextBlock(text, taken[0], taken[1], taken[2])
 
 
 def _choose(sections: list[tuple[str, list[tuple[str, Any]]]], budget: int) -> set[tuple[int, int]]:

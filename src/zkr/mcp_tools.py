@@ -21,7 +21,7 @@ from pydantic import Field
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from zkr import __version__
-from zkr.context import DEFAULT_MAX_BYTES, build_context
+from zkr.context import DEFAULT_MAX_BYTES
 from zkr.errors import ZkrError
 from zkr.memory import MemoryDb
 from zkr.serve import run_command
@@ -256,11 +256,8 @@ def build_server(
         ] = DEFAULT_MAX_BYTES,
         limit: Limit = 10,
     ) -> str:
-        try:
-            return build_context(
-                db, tenant_id, person_id, query, max_bytes=max_bytes, limit=limit
-            ).text
-        except ZkrError as exc:
-            raise ToolError(exc.message) from None
+        block = call("context", {"query": query, "max_bytes": max_bytes, "limit": limit})
+        text: str = block["text"]
+        return text
 
     return server

@@ -238,6 +238,26 @@ class MemoryDb:
         with self._lock:
             return retrieval.search(self.conn, req)
 
+    def context(self, req: model.ContextRequest) -> model.ContextBlock:
+        """The cited block a host pastes into a prompt: the best pack (spec/retrieval.md §7)
+        for ``req.query``, the current profile entries and the latest daily reviews, within
+        ``req.max_bytes`` UTF-8 bytes (:func:`zkr.context.build_context`; zkr's own command).
+        Read-only; three reads, each on its own snapshot."""
+        model.validate(req)
+        from zkr.context import build_context
+
+        return build_context(
+            self,
+            req.tenant_id,
+            req.person_id,
+            req.query,
+            max_bytes=req.max_bytes,
+            limit=req.limit,
+            profile_limit=req.profile_limit,
+            review_limit=req.review_limit,
+            min_relevance_basis_points=req.min_relevance_basis_points,
+        )
+
     def get(self, req: model.GetRequest) -> model.RetrievalItem:
         """One live record as a cited item, relevance 10000 (spec/retrieval.md §8). Read-only.
         Raises ``NotFound`` when the target is missing, out of scope or not live."""

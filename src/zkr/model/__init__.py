@@ -65,6 +65,8 @@ _HOME: dict[str, str] = {
     "NO_MATCH_GAP": "retrieval",
     "RetrievalPack": "retrieval",
     "GetRequest": "retrieval",
+    "ContextRequest": "retrieval",
+    "ContextBlock": "retrieval",
     "CorrectRequest": "lifecycle",
     "CorrectResult": "lifecycle",
     "ClaimTierRequest": "lifecycle",
@@ -188,6 +190,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from zkr.model.retrieval import (
         NO_MATCH_GAP as NO_MATCH_GAP,
         AsOf as AsOf,
+        ContextBlock as ContextBlock,
+        ContextRequest as ContextRequest,
         GetRequest as GetRequest,
         QueryEmbedding as QueryEmbedding,
         RetrievalItem as RetrievalItem,

@@ -1,9 +1,12 @@
 """Requests and results of ``search`` and ``get`` (spec/retrieval.md §2-8)."""
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zkr.codec import Fields
 from zkr.model.base import Target, scope_fields
+
+if TYPE_CHECKING:  # the profiles family is loaded only when a context block is built
+    from zkr.model.profiles import DailyReview, ProfileEntry
 
 
 class QueryEmbedding(NamedTuple):
@@ -94,3 +97,51 @@ class GetRequest(NamedTuple):
         f = Fields(value, "struct GetRequest")
         tenant, person = scope_fields(f)
         return cls(tenant, person, Target.from_json(f.required("target")))
+
+
+class ContextRequest(NamedTuple):
+    """``context`` (zkr's own command): the cited block a host pastes into a prompt, built by
+    :func:`zkr.context.build_context` within ``max_bytes`` UTF-8 bytes."""
+
+    tenant_id: str
+    person_id: str
+    query: str
+    max_bytes: int = 4000
+    limit: int = 10
+    profile_limit: int = 10
+    review_limit: int = 3
+    min_relevance_basis_points: int = 0
+
+    @classmethod
+    def from_json(cls, value: Any) -> "ContextRequest":
+        f = Fields(value, "struct ContextRequest")
+        tenant, person = scope_fields(f)
+        return cls(
+            tenant_id=tenant,
+            person_id=person,
+            query=f.string("query"),
+            max_bytes=f.u32_default("max_bytes", 4000),
+            limit=f.u32_default("limit", 10),
+            profile_limit=f.u32_default("profile_limit", 10),
+            review_limit=f.u32_default("review_limit", 3),
+            min_relevance_basis_points=f.u32_default("min_relevance_basis_points", 0),
+        )
+
+
+class ContextBlock(NamedTuple):
+    """The ``context`` result: the rendered block and what it was built from (only what made
+    it into ``text``)."""
+
+    text: str
+    items: list[RetrievalItem]
+    profiles: "list[ProfileEntry]"
+    reviews: "list[DailyReview]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "bytes": len(self.text.encode("utf-8")),
+            "items": [item.to_json() for item in self.items],
+            "profiles": [entry.to_json() for entry in self.profiles],
+            "reviews": [review.to_json() for review in self.reviews],
+        }
