@@ -17,6 +17,8 @@ export type ZkrRunner = (operation: ZkrOperation, input: unknown, signal?: Abort
 export interface ZkrRunnerHandle extends ZkrRunner {
   /** `serve` (one persistent `zkr serve` child) or `cli` (one `zkr` process per operation). */
   transport(): "serve" | "cli";
+  /** How many `zkr serve` children were started so far (0 on the CLI path). */
+  serverStarts(): number;
   /** Ends the persistent child, if any (EOF, then SIGTERM/SIGKILL). Later calls start a new one. */
   close(): Promise<void>;
 }
@@ -69,6 +71,7 @@ export function createZkrRunner(settings: ZkrRunnerSettings): ZkrRunnerHandle {
   };
   return Object.assign(run, {
     transport: (): "serve" | "cli" => server?.transport ?? "cli",
+    serverStarts: (): number => server?.starts ?? 0,
     close: async (): Promise<void> => {
       await server?.close();
     },

@@ -280,10 +280,11 @@ describe("real zkr CLI", () => {
       const built = toolsFor(tools, "agent-a");
       await callTool(built, "zkr_store", storeAcme);
       await callTool(built, "zkr_search", { query: "Acme" });
-      expect(registration.runner).toHaveProperty("transport");
-      expect((registration.runner as unknown as { transport(): string }).transport()).toBe(
-        EXPECTED_TRANSPORT,
-      );
+      await callTool(built, "memory_search", { query: "Acme" });
+      const handle = registration.runner as unknown as { transport(): string; serverStarts(): number };
+      expect(handle.transport()).toBe(EXPECTED_TRANSPORT);
+      // With serve, one child answered every operation.
+      if (EXPECTED_TRANSPORT === "serve") expect(handle.serverStarts()).toBe(1);
     },
     TIMEOUT,
   );
