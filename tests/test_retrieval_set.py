@@ -251,3 +251,34 @@ def test_relevance_is_absolute(corpus: Corpus) -> None:
 
 def test_the_set_is_large_enough() -> None:
     assert len(FOUND) + len(HERMES_CASES) >= 60
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the dense lane still maps a superseded claim's source vector to the raw source "
+    "(spec/retrieval.md §14 #16); issue 12 item 6 (one eligibility rule for every lane) removes "
+    "it: drop this marker then",
+)
+def test_superseded_value_never_resurfaces_through_vectors(tmp_path: Path) -> None:
+    import hashlib
+
+    from zkr.model import (
+        Distance,
+        EmbeddingInput,
+        EmbedRequest,
+        Normalization,
+        QueryEmbedding,
+        Target,
+        TargetKind,
+    )
+
+    with MemoryDb.open(str(tmp_path / "dense.db")) as db:
+        text = "The staging server listens on port 6001"
+        old = remember(db, text, t=T, p=P, claim=("staging server", "port", "6001"))
+        digest = "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+        vector = EmbeddingInput([1.0, 0.0], "m", "1", digest, Normalization.L2, Distance.COSINE)
+        db.embed(EmbedRequest(T, P, Target(TargetKind.SOURCE, old.source_id), vector))
+        db.correct(CorrectRequest(T, P, old.claim_id, "Staging moved to port 7002", "7002", 20, 20))
+        query = QueryEmbedding([1.0, 0.0], "m", "1")
+        pack = db.search(SearchRequest(T, P, "staging port", 10, query))
+        assert "6001" not in " ".join(item.excerpt for item in pack.items)
