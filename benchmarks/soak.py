@@ -1,13 +1,15 @@
 """Reliability soak (issue 18): the suite of ``tests/test_reliability.py`` at large sizes.
 
-    python benchmarks/soak.py [--requests 20000] [--cli-requests 2000] [--corrupted 3000]
+    python benchmarks/soak.py [--requests 20000] [--cli-requests 2000] [--serve-requests 5000]
+                              [--corrupted 3000]
                               [--processes 8] [--ops 1000] [--kills 200] [--seed 18]
 
 Prints, and asserts nothing (a non-zero figure in the last block is a bug to file):
 
-* requests fuzzed in process (:func:`zkr.cli.run`) and through real ``python -m zkr``
-  processes, over every command, with the tracebacks, non-envelope errors, ``internal
-  error`` answers and failed requests that changed data;
+* requests fuzzed in process (:func:`zkr.cli.run`), through real ``python -m zkr``
+  processes and as request lines to one ``zkr serve`` process, over every command, with the
+  tracebacks, non-envelope errors, ``internal error`` answers and failed requests that
+  changed data;
 * ``--db`` targets that are not zkr files, and corrupted copies of a seeded file, with the
   ``internal error`` count;
 * ``--processes`` × ``--ops`` mixed operations on one file: acknowledged writes lost and
@@ -77,7 +79,7 @@ def _files(directory: Path, seed: int, corrupted: int) -> tuple[int, int, int, i
     copies.mkdir()
     for copy in hostile.corrupted_copies(clean, copies, seed, corrupted):
         for command in ("search", "remember", "reviews", "export", "get", "delete"):
-            before = copy.read_bytes()
+            before, before_dump = copy.read_bytes(), hostile.readable_dump(copy)
             outcome = hostile.run_in_process(
                 ["--db", str(copy), command], json.dumps(bases[command]).encode()
             )
@@ -86,7 +88,7 @@ def _files(directory: Path, seed: int, corrupted: int) -> tuple[int, int, int, i
             if problem is not None:
                 internal += 1
                 print(f"    {copy.name} {command}: {problem}")
-            if outcome.code and copy.read_bytes() != before:
+            if outcome.code and not hostile.unchanged(copy, before, before_dump):
                 changed += 1
         for suffix in ("", "-wal", "-shm"):
             Path(f"{copy}{suffix}").unlink(missing_ok=True)
@@ -97,6 +99,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--cli-requests", type=int, default=2_000)
+    parser.add_argument("--serve-requests", type=int, default=5_000)
     parser.add_argument("--corrupted", type=int, default=3_000)
     parser.add_argument("--processes", type=int, default=8)
     parser.add_argument("--ops", type=int, default=1_000)
@@ -110,6 +113,21 @@ def main() -> None:
         fuzzed = _fuzz(directory, args.seed, args.requests, hostile.run_in_process, "in-process")
         cli = _fuzz(directory, args.seed + 10_000, args.cli_requests, hostile.run_process, "cli")
         fuzzed.merge(cli)
+        started = time.perf_counter()
+        serve_path = directory / "serve.db"
+        served = hostile.fuzz_serve(
+            serve_path,
+            hostile.hostile_cases(
+                args.seed + 20_000,
+                args.serve_requests,
+                hostile.seed_database(serve_path),
+            ),
+        )
+        print(
+            f"  zkr serve: {served.requests} request lines ({served.succeeded} ok,"
+            f" {served.failed} errors) in {time.perf_counter() - started:.1f} s"
+        )
+        fuzzed.merge(served)
         print("hostile files")
         files = directory / "files"
         files.mkdir()
@@ -156,7 +174,7 @@ def main() -> None:
         )
     print("figures")
     figures = {
-        "requests fuzzed (in process + CLI processes)": fuzzed.requests,
+        "requests fuzzed (in process, CLI processes, zkr serve)": fuzzed.requests,
         "tracebacks": fuzzed.tracebacks,
         "non-envelope errors": fuzzed.non_envelope,
         "internal errors on requests": fuzzed.internal_errors,
@@ -174,7 +192,7 @@ def main() -> None:
         "files breaking an invariant (soak + kill -9)": kill_broken + bool(soak_broken),
     }
     for name, value in figures.items():
-        print(f"  {name:<48} {value}")
+        print(f"  {name:<56} {value}")
     for problem in [*fuzzed.problems[:10], *soak_lost[:5], *soak_broken[:5]]:
         print(f"  problem: {problem}")
 

@@ -206,7 +206,10 @@ def seed_database(path: str | Path) -> dict[str, dict[str, Any]]:
         "profile": _scoped(stability="stable", claim_id=first.claim_id, recorded_at=33),
         "profiles": _scoped(limit=3),
         "review": _scoped(
-            day="2024-05-02", summary="s", evidence_ids=[first.evidence_id], recorded_at=34
+            day="2024-05-02",
+            summary="s",
+            evidence_ids=[first.evidence_id],
+            recorded_at=34,
         ),
         "reviews": _scoped(),
         "projections": _scoped(model="m", version="1"),
@@ -401,19 +404,23 @@ def hostile_cases(seed: int, count: int, bases: dict[str, dict[str, Any]]) -> It
 
 
 def dump(path: str | Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table (FTS shadow tables aside), for before/after comparisons."""
+    """Every row of every table, for before/after comparisons (as ``tests.conftest.dump``):
+    FTS shadow tables and zkr's rebuildable ``zkr_*`` projections, which a search brings up to
+    date, are left out."""
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = [
             row[0]
             for row in conn.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'source_fts_%' ORDER BY name"
+                " AND name NOT LIKE 'source_fts_%' AND name NOT LIKE 'zkr\\_%' ESCAPE '\\'"
+                " ORDER BY name"
             )
         ]
         return {
             table: sorted(
-                (tuple(row) for row in conn.execute(f'SELECT * FROM "{table}"')), key=repr
+                (tuple(row) for row in conn.execute(f'SELECT * FROM "{table}"')),
+                key=repr,
             )
             for table in tables
         }
@@ -483,14 +490,18 @@ class Tally:
     problems: list[str] = field(default_factory=list)
     kinds: Counter[str] = field(default_factory=Counter)
 
-    def record(self, case: Case, outcome: Outcome, changed: bool) -> None:
+    def record(
+        self, case: Case, outcome: Outcome, changed: bool, problem: str | None = "check"
+    ) -> None:
+        """Count one answer; ``problem`` is the contract check's finding (default: the CLI's)."""
         self.requests += 1
         self.kinds[case.kind] += 1
         if outcome.code == 0:
             self.succeeded += 1
         else:
             self.failed += 1
-        problem = contract_problem(outcome)
+        if problem == "check":
+            problem = contract_problem(outcome)
         if problem is not None:
             if problem == "traceback":
                 self.tracebacks += 1
@@ -559,6 +570,72 @@ def run_process(argv: list[str], stdin: bytes) -> Outcome:
     )
 
 
+def serve_problem(line: bytes, request_id: int) -> tuple[bool, str | None]:
+    """(failed, what breaks the contract of one ``zkr serve`` response line, if anything)."""
+    if not line.endswith(b"\n") or line.count(b"\n") != 1:
+        return True, "response is not one line"
+    try:
+        response = json.loads(line)
+    except ValueError:
+        return True, "response is not JSON"
+    if not isinstance(response, dict):
+        return True, "response is not an object"
+    if set(response) == {"id", "ok"}:
+        return False, None if response["id"] == request_id else "wrong id"
+    if set(response) != {"error", "id"} or response["id"] not in (request_id, None):
+        return True, "response is not an envelope"
+    message = response["error"]
+    if not isinstance(message, str) or not message:
+        return True, "error message is not a string"
+    if message.startswith("internal error"):
+        return True, f"internal error: {message}"
+    return True, None if len(message) <= 450 else "error message is not bounded"
+
+
+def fuzz_serve(path: str | Path, cases: Iterator[Case]) -> Tally:
+    """The same cases through one ``zkr serve`` process, one request line at a time."""
+    import subprocess
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "serve", "--db", str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    tally = Tally()
+    before = dump(path)
+    try:
+        for number, case in enumerate(cases):
+            body = case.stdin.replace(b"\n", b" ").replace(b"\r", b" ")
+            command = json.dumps(case.command).encode("utf-8", "surrogatepass")
+            line = b'{"id":%d,"command":%s,"request":%s}\n' % (
+                number,
+                command,
+                body or b"",
+            )
+            proc.stdin.write(line)
+            proc.stdin.flush()
+            answer = proc.stdout.readline()
+            failed, problem = serve_problem(answer, number)
+            outcome = Outcome(
+                int(failed),
+                "" if failed else answer.decode("utf-8", "replace"),
+                answer.decode("utf-8", "replace") if failed else "",
+            )
+            after = dump(path)
+            changed = failed and after != before
+            before = after
+            tally.record(case, outcome, changed, problem)
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    if proc.returncode != 0:
+        tally.tracebacks += 1
+        tally.problems.append(f"serve exited {proc.returncode}: {proc.stderr.read()[-300:]!r}")
+    return tally
+
+
 # --------------------------------------------------------------------------- hostile files
 
 
@@ -614,11 +691,20 @@ def corrupted_copies(seeded: Path, directory: Path, seed: int, count: int) -> It
         yield target
 
 
-def file_bytes(path: Path) -> bytes | None:
+def readable_dump(path: Path) -> dict[str, list[tuple[Any, ...]]] | str:
+    """:func:`dump`, or SQLite's complaint when the (corrupted) file cannot be read whole."""
     try:
-        return path.read_bytes()
-    except OSError:
-        return None
+        return dump(path)
+    except sqlite3.Error as exc:
+        return f"unreadable: {exc}"
+    except UnicodeDecodeError:
+        return "unreadable: undecodable message"
+
+
+def unchanged(path: Path, before: bytes, before_dump: dict[str, Any] | str) -> bool:
+    """Whether a failed call left ``path`` as it was: the same bytes, or the same rows (a
+    search may have brought zkr's rebuildable index up to date before failing)."""
+    return path.read_bytes() == before or readable_dump(path) == before_dump
 
 
 # --------------------------------------------------------------------------- invariants

@@ -39,7 +39,15 @@ def test_fuzzed_requests_keep_the_contract_and_the_data(
     tally = hostile.fuzz(path, hostile.hostile_cases(18, 1_500, bases))
     _clean(tally)
     assert tally.succeeded > 50 and tally.failed > 1_000  # both paths were exercised
-    assert set(tally.kinds) >= {"drop", "extra", "retype", "raw", "duplicate", "bytes", "size"}
+    assert set(tally.kinds) >= {
+        "drop",
+        "extra",
+        "retype",
+        "raw",
+        "duplicate",
+        "bytes",
+        "size",
+    }
     assert hostile.invariants(path) == []
 
 
@@ -51,6 +59,16 @@ def test_fuzzed_requests_through_real_processes(
     tally = hostile.fuzz(path, hostile.hostile_cases(1818, 40, bases), hostile.run_process)
     _clean(tally)
     assert tally.requests == 40
+
+
+def test_fuzzed_request_lines_through_zkr_serve(
+    seeded: tuple[Path, dict[str, dict[str, object]]],
+) -> None:
+    """The same cases as JSON lines to one ``zkr serve`` process: one envelope per line."""
+    path, bases = seeded
+    tally = hostile.fuzz_serve(path, hostile.hostile_cases(1819, 300, bases))
+    _clean(tally)
+    assert tally.requests == 300 and tally.succeeded > 10
 
 
 def test_bad_db_targets_fail_cleanly_and_stay_untouched(tmp_path: Path) -> None:
@@ -80,15 +98,19 @@ def test_corrupted_copies_never_give_an_internal_error(tmp_path: Path) -> None:
     tried = failed = 0
     for copy in hostile.corrupted_copies(clean, copies, seed=18, count=60):
         for command in ("search", "remember", "reviews", "export"):
-            before = copy.read_bytes()
+            before, before_dump = copy.read_bytes(), hostile.readable_dump(copy)
             outcome = hostile.run_in_process(
                 ["--db", str(copy), command], json.dumps(bases[command]).encode()
             )
             tried += 1
-            assert hostile.contract_problem(outcome) is None, (copy.name, command, outcome)
+            assert hostile.contract_problem(outcome) is None, (
+                copy.name,
+                command,
+                outcome,
+            )
             if outcome.code:
                 failed += 1
-                assert copy.read_bytes() == before, (copy.name, command)
+                assert hostile.unchanged(copy, before, before_dump), (copy.name, command)
     assert tried == 240 and failed > 0
 
 
