@@ -158,7 +158,7 @@ def seed_database(path: str | Path) -> dict[str, dict[str, Any]]:
             )
         )
         db.review(ReviewRequest(T, P, "2024-05-01", "moved", [first.evidence_id], 14))
-        page = db.export(ExportRequest(T, P, export_format=1, limit=100))
+        page = db.export(ExportRequest(T, P, export_format=1, limit=100)).to_json()
     scope = _scoped()
     return {
         "remember": _scoped(
@@ -759,7 +759,7 @@ def invariants(path: str | Path) -> list[str]:
 
 
 def _export_all(db: MemoryDb, tenant: str, person: str) -> int:
-    page = db.export(ExportRequest(tenant, person, export_format=1, limit=100))
+    page = db.export(ExportRequest(tenant, person, export_format=1, limit=100)).to_json()
     records = sum(len(c["records"]) for c in page["commits"])
     mark = page["high_water_mark"]
     while not page["complete"]:
@@ -773,7 +773,7 @@ def _export_all(db: MemoryDb, tenant: str, person: str) -> int:
                 high_water_mark=mark,
                 limit=100,
             )
-        )
+        ).to_json()
         records += sum(len(c["records"]) for c in page["commits"])
     return records
 

@@ -480,8 +480,8 @@ class MemoryDb:
     def apply(self, req: model.ApplyRequest) -> model.ApplyResult:
         """Materialise complete commits exported by another database, all in one transaction
         (spec/sync.md §4). Raises ``RequestError`` for a record that does not parse,
-        ``InvalidInput`` for the rules of §4.2/§4.5, ``StorageError`` for an id colliding with
-        another scope's row; any error writes nothing."""
+        ``InvalidInput`` for the rules of §4.2/§4.5 and for a record whose id another scope
+        holds (one message, docs/decisions-sync.md); any error writes nothing."""
         model.validate(req)
         from zkr.store import apply
 
