@@ -97,7 +97,7 @@ def test_corrupted_copies_never_give_an_internal_error(tmp_path: Path) -> None:
     copies.mkdir()
     tried = failed = 0
     for copy in hostile.corrupted_copies(clean, copies, seed=18, count=60):
-        for command in ("search", "remember", "reviews", "export"):
+        for command in ("search", "remember", "reviews", "export", "get", "delete"):
             before, before_dump = copy.read_bytes(), hostile.readable_dump(copy)
             outcome = hostile.run_in_process(
                 ["--db", str(copy), command], json.dumps(bases[command]).encode()
@@ -111,7 +111,7 @@ def test_corrupted_copies_never_give_an_internal_error(tmp_path: Path) -> None:
             if outcome.code:
                 failed += 1
                 assert hostile.unchanged(copy, before, before_dump), (copy.name, command)
-    assert tried == 240 and failed > 0
+    assert tried == 360 and failed > 0
 
 
 def test_a_malformed_schema_copy_is_a_storage_error_in_process(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import resource
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ import pytest
 
 from tests.conftest import cli, dump
 from zkr import MemoryDb, StorageError
+from zkr.model import DeleteRequest
 
 REQUEST = {
     "tenant_id": "t1",
@@ -104,3 +106,19 @@ def test_a_malformed_schema_message_is_not_an_internal_error(tmp_path: Path) -> 
     assert broken.read_bytes() == before
     with pytest.raises(StorageError, match="malformed database schema"):
         MemoryDb.open(broken)
+
+
+def test_a_value_of_the_wrong_type_in_the_file_is_a_storage_error(tmp_path: Path) -> None:
+    """SQLite columns take any type: a damaged file can hold a BLOB where zkr wrote an integer
+    (found by benchmarks/soak.py on a corrupted copy: ``delete`` raised a bare ``TypeError``)."""
+    path = _seeded(tmp_path)
+    with sqlite3.connect(path) as conn:
+        (source_id,) = conn.execute("SELECT id FROM sources").fetchone()
+        conn.execute("UPDATE sources SET recorded_at = x'0102' WHERE id = ?", (source_id,))
+    before = dump(path)
+    request = {"tenant_id": "t1", "person_id": "p1", "source_id": source_id, "deleted_at": 20}
+    message = cli(path, "delete", request).error()
+    assert message.startswith("database content is not what zkr expects: TypeError: ")
+    assert dump(path) == before
+    with MemoryDb.open(path) as db, pytest.raises(StorageError, match="not what zkr expects"):
+        db.delete(DeleteRequest("t1", "p1", source_id, 20))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 from zkr import model
 from zkr.errors import ZkrError
 from zkr.store import db
+from zkr.store.driver import unexpected_content
 
 if TYPE_CHECKING:
     from zkr.scoped import ScopedMemory
@@ -37,6 +38,10 @@ class _CallGuard:
     ``with guard:`` holds the lock for one call; a driver failure escaping it (a full disk, an
     I/O error, a corrupted file, even outside a transaction) becomes a
     :class:`~zkr.errors.StorageError` with SQLite's own words (:func:`zkr.store.db.storage_error`).
+    The request was validated before the call, so any other exception raised inside comes from
+    what the file holds (a BLOB where zkr wrote an integer) and becomes a ``StorageError`` too
+    (:func:`zkr.store.driver.unexpected_content`); only ``RecursionError`` and ``MemoryError``
+    pass unchanged.
     """
 
     __slots__ = ("_lock",)
@@ -54,8 +59,12 @@ class _CallGuard:
         tb: TracebackType | None,
     ) -> None:
         self._lock.release()
+        if exc is None or isinstance(exc, ZkrError):
+            return
         if isinstance(exc, db.DRIVER_ERRORS):
             raise db.storage_error(exc) from None
+        if isinstance(exc, Exception) and not isinstance(exc, RecursionError | MemoryError):
+            raise unexpected_content(exc) from None
 
 
 class _OpenOnUse:

@@ -28,6 +28,17 @@ def storage_error(exc: Exception) -> StorageError:
     return StorageError(str(exc))
 
 
+def unexpected_content(exc: Exception) -> StorageError:
+    """A Python failure while reading stored rows, as a :class:`StorageError`.
+
+    SQLite columns take any type, so a damaged or hand-edited file can hand zkr a BLOB where it
+    wrote an integer; the store's code then fails with ``TypeError`` and the like. The library
+    promises nothing but ``ZkrError`` subclasses (issue 18), so such a failure is reported as
+    the file's problem, with Python's words for what did not fit.
+    """
+    return StorageError(f"database content is not what zkr expects: {type(exc).__name__}: {exc}")
+
+
 def rollback(conn: sqlite3.Connection) -> None:
     """Roll back the open transaction, if any; a failing rollback never hides the first error.
 
