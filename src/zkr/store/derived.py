@@ -2,7 +2,7 @@
 
 Authoritative rows (sources, evidence, claims, …) are written by the command that owns them;
 what follows from such a write is written here, for ``remember``, the lifecycle commands,
-``apply`` and ``repair`` alike:
+``settle``, ``apply``, ``repair`` and ``erase`` alike:
 
 * **projection-repair work**: a pending ``memory_repair_outbox`` row naming a target whose
   projections (embeddings, full-text row) may be out of date, drained by
@@ -135,3 +135,17 @@ def drop_fts(conn: sqlite3.Connection, tenant_id: str, person_id: str, source_id
         "DELETE FROM source_fts WHERE source_id = ? AND tenant_id = ? AND person_id = ?",
         (source_id, tenant_id, person_id),
     )
+
+
+def drop_fts_of(conn: sqlite3.Connection, source_ids: Sequence[str]) -> None:
+    """Drop the full-text rows of several sources (ids are global keys) in one statement."""
+    conn.execute(
+        "DELETE FROM source_fts WHERE source_id IN (SELECT value FROM json_each(?))",
+        (json.dumps(list(source_ids)),),
+    )
+
+
+def optimize_fts(conn: sqlite3.Connection) -> None:
+    """Merge the full-text index's segments, so no page keeps the terms of dropped rows
+    (``erase``; FTS5's ``optimize`` command)."""
+    conn.execute("INSERT INTO source_fts (source_fts) VALUES ('optimize')")

@@ -39,6 +39,7 @@ from zkr.errors import InvalidInput
 from zkr.model import EraseReport, EraseRequest
 from zkr.store import search_index
 from zkr.store.db import read_tx, write_tx
+from zkr.store.derived import drop_fts_of, optimize_fts
 from zkr.text import require_scope
 
 
@@ -217,10 +218,7 @@ def erase(conn: sqlite3.Connection, req: EraseRequest) -> EraseReport:
                 " AND claim_id IN (SELECT value FROM json_each(:claims))",
                 params,
             )
-            conn.execute(
-                "DELETE FROM source_fts WHERE source_id IN (SELECT value FROM json_each(:sources))",
-                params,
-            )
+            drop_fts_of(conn, found["sources"])
             conn.execute(
                 "DELETE FROM embeddings WHERE tenant_id = :t AND person_id = :p AND ("
                 " (target_kind = 'source' AND target_id IN (SELECT value FROM json_each(:sources)))"
@@ -244,7 +242,7 @@ def erase(conn: sqlite3.Connection, req: EraseRequest) -> EraseReport:
             if found["sources"]:
                 # Merge FTS segments so no index page keeps the erased terms; zkr's own
                 # search index is rebuildable, so it is dropped and rebuilt on the next search.
-                conn.execute("INSERT INTO source_fts (source_fts) VALUES ('optimize')")
+                optimize_fts(conn)
                 search_index.drop(conn)
     finally:
         conn.execute(f"PRAGMA secure_delete = {int(previous)}")
