@@ -15,6 +15,7 @@ Deliberate deviations from the reference are listed in docs/decisions-lifecycle.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 from zkr.errors import InvalidInput, NotFound, StorageError
 from zkr.model import (
@@ -52,6 +53,20 @@ MAX_CONFIDENCE = 10_000
 INTERVAL_TRIGGER = "invalid claim half-open time interval"
 
 
+def _active_claim(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, claim_id: str, columns: str
+) -> tuple[Any, ...] | None:
+    """``columns`` of the claim in scope while it is *active* (status ``accepted``, whatever
+    its tier or processing state), else ``None``: the claims ``correct`` and ``link`` act on
+    (spec/lifecycle.md §2.2 "active", §3.3 step 4, §3.4 step 4)."""
+    row: tuple[Any, ...] | None = conn.execute(
+        f"SELECT {columns} FROM claims"
+        " WHERE id = ? AND tenant_id = ? AND person_id = ? AND status = 'accepted'",
+        (claim_id, tenant_id, person_id),
+    ).fetchone()
+    return row
+
+
 # --------------------------------------------------------------------------- correct
 
 
@@ -68,11 +83,9 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
     t, p = req.tenant_id, req.person_id
     with write_tx(conn):
         # §3.3 step 4: archived, short_term and pending claims all qualify; only status counts.
-        old = conn.execute(
-            "SELECT subject, predicate, kind, valid_from, recorded_from FROM claims"
-            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND status = 'accepted'",
-            (req.claim_id, t, p),
-        ).fetchone()
+        old = _active_claim(
+            conn, t, p, req.claim_id, "subject, predicate, kind, valid_from, recorded_from"
+        )
         if old is None:
             raise superseded_error(conn, t, p, req.claim_id) or NotFound()
         subject, predicate, stored_kind, valid_from, recorded_from = old
@@ -252,11 +265,7 @@ def link(conn: sqlite3.Connection, req: LinkRequest) -> None:
     t, p = req.tenant_id, req.person_id
     relation = quoted(req.relation.value)
     with write_tx(conn):
-        claim = conn.execute(
-            "SELECT recorded_from FROM claims"
-            " WHERE id = ? AND tenant_id = ? AND person_id = ? AND status = 'accepted'",
-            (req.claim_id, t, p),
-        ).fetchone()
+        claim = _active_claim(conn, t, p, req.claim_id, "recorded_from")
         evidence = conn.execute(
             "SELECT recorded_at FROM evidence"
             f" WHERE id = ? AND tenant_id = ? AND person_id = ? AND {live_evidence('')}",
