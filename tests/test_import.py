@@ -302,3 +302,5 @@ def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
 def test_help_lists_import() -> None:
     assert "zkr import --db PATH" in cli(None, argv=["--help"]).stdout
     assert "conversations.json" in cli(None, argv=["import", "--help"]).stdout
+    assert "conversations.json" in cli(None, argv=["help", "import"]).stdout
+    assert "serve" in cli(None, argv=["help", "serve"]).stdout

@@ -182,6 +182,14 @@ def help_text() -> str:
 def _command_help(name: str, stdout: Any, stderr: Any) -> int:
     """``zkr help NAME``: the command's request fields and one example (:mod:`zkr.clihelp`)."""
     entry = COMMANDS.get(name)
+    if name == "import" or name in SERVERS:  # modes with their own flags: their module doc
+        from importlib import import_module
+
+        try:
+            text = import_module("zkr.importer" if name == "import" else SERVERS[name][0]).__doc__
+        except ImportError:  # an optional extra is not installed
+            text = None
+        return respond(stdout, stderr, text or f"zkr {name}: {SERVERS[name][1]}\n")
     if entry is None:
         stderr.write(cli_dumps({"error": bounded(f"unknown command {_rust_debug(name)}")}) + "\n")
         return 1
