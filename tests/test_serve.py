@@ -341,3 +341,11 @@ def test_help_lists_the_servers() -> None:
     assert result.code == 0
     assert "zkr serve --db PATH" in result.stdout
     assert "zkr mcp --db PATH" in result.stdout
+
+
+def test_serve_help_states_the_framing() -> None:
+    result = cli(None, argv=["serve", "--help"])
+    assert result.code == 0 and result.stderr == ""
+    assert result.stdout.startswith("usage: zkr serve --db PATH\n")
+    assert f"a line at most {LINE_LIMIT}" in result.stdout
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80

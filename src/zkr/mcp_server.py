@@ -45,12 +45,24 @@ class _Parser(argparse.ArgumentParser):
 def parse_options(argv: list[str]) -> Options:
     """Read the command line and environment; raises :class:`RequestError` when unusable."""
     parser = _Parser(prog="zkr mcp", description="zkr as an MCP server (stdio or HTTP).")
-    parser.add_argument("--db", required=True, metavar="PATH")
-    parser.add_argument("--tenant", default=os.environ.get("ZKR_TENANT", "local"))
-    parser.add_argument("--person", default=os.environ.get("ZKR_PERSON", "me"))
-    parser.add_argument("--http", action="store_true", help="streamable HTTP at /mcp")
-    parser.add_argument("--host", default="127.0.0.1", help="a loopback address")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument(
+        "--db", required=True, metavar="PATH", help="the database (created if missing)"
+    )
+    parser.add_argument(
+        "--tenant",
+        default=os.environ.get("ZKR_TENANT", "local"),
+        help="scope of every tool call (default $ZKR_TENANT or 'local')",
+    )
+    parser.add_argument(
+        "--person",
+        default=os.environ.get("ZKR_PERSON", "me"),
+        help="scope of every tool call (default $ZKR_PERSON or 'me')",
+    )
+    parser.add_argument(
+        "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp, not stdio"
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.1)")
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"({DEFAULT_PORT})")
     args = parser.parse_args(argv)
     for name in ("tenant", "person"):
         if not str(getattr(args, name)).strip():

@@ -49,6 +49,16 @@ LINE_LIMIT = REQUEST_LIMIT + 65_536
 
 READ_CHUNK = 65_536
 USAGE = "usage: zkr serve --db PATH"
+HELP = f"""{USAGE}
+
+One process answers zkr's commands (the CLI's requests, answers and errors) as
+JSON lines, in order:
+  stdin   {{"id": STRING|INTEGER, "command": NAME, "request": {{...}}}}
+  stdout  {{"id": ID, "ok": ANSWER}}  or  {{"error": MESSAGE, "id": ID|null}}
+A request is at most {REQUEST_LIMIT} bytes, a line at most {LINE_LIMIT}; a bad line
+gets an error line and the server reads on. End of input, SIGTERM or SIGINT:
+the request in flight finishes and is answered, then exit status 0.
+"""
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -214,7 +224,7 @@ def main(argv: list[str]) -> int:
     SIGTERM. A bad command line or an unopenable file is one ``{"error"}`` line on stderr and
     exit status 1, as for any CLI call."""
     if argv in (["--help"], ["-h"], ["help"]):
-        sys.stdout.write(__doc__ or "")
+        sys.stdout.write(HELP)
         return 0
     try:
         path = _parse_args(argv)
