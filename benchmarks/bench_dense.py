@@ -14,6 +14,8 @@ Usage::
     .venv/bin/python benchmarks/bench_dense.py                 # 10k and 100k, ~3-5 minutes
     .venv/bin/python benchmarks/bench_dense.py --sizes 10000 --queries 20
     .venv/bin/python benchmarks/bench_dense.py --workdir /tmp/zkr-bench --rebuild
+    # before/after in one run: another checkout's src/ first, then this one, same stores
+    .venv/bin/python benchmarks/bench_dense.py --compare /path/to/other/checkout/src
 
 Stores are built once per size in ``--workdir`` (default ``/tmp/zkr-bench-dense``) and reused.
 The bulk of each store is inserted directly with SQL in the exact stored encoding ``embed``
@@ -265,10 +267,23 @@ def child_inprocess(path: str, dim: int, queries: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         db.search(search_request(rng, nprng, dim, True))
         out["after_write_s"] = time.perf_counter() - t0
+        # a remember (no embed) before each search, as a long-lived host does
+        after = []
+        for i in range(20):
+            text = f"benchmark capture {i} {rng.choice(COMMON)}"
+            db.remember(RememberRequest(T, P, SourceKind.CONVERSATION, text, 5, 5))
+            req = search_request(rng, nprng, dim, True)
+            t0 = time.perf_counter()
+            db.search(req)
+            after.append(time.perf_counter() - t0)
+        out["after_remember_ms"] = [x * 1e3 for x in after]
         # matrix-vector product with BLAS on the same data: the memory-bandwidth floor
-        from zkr.store import dense
+        try:
+            from zkr.store.dense import cache as caches
+        except ImportError:  # --compare with a checkout from before the dense package
+            from zkr.store import dense as caches  # type: ignore[no-redef]
 
-        block = next(iter(next(iter(dense._CACHES.values())).blocks.values()))
+        block = next(iter(next(iter(caches._CACHES.values())).blocks.values()))
         matrix, q = block.matrix[:, : block.size], nprng.standard_normal(dim).astype(np.float32)
         blas = []
         for _ in range(12):
@@ -304,6 +319,11 @@ def main() -> None:
     parser.add_argument("--workdir", default="/tmp/zkr-bench-dense")
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument(
+        "--compare",
+        metavar="SRC",
+        help="also measure the zkr package found in SRC (e.g. an older checkout's src/), first",
+    )
+    parser.add_argument(
         "--child", nargs=3, metavar=("PATH", "DIM", "QUERIES"), help=argparse.SUPPRESS
     )
     parser.add_argument("--build", nargs=3, metavar=("PATH", "N", "DIM"), help=argparse.SUPPRESS)
@@ -333,71 +353,123 @@ def main() -> None:
             print(f"\n[{n:,} vectors] built in {wall:.1f} s ({path})")
         else:
             print(f"\n[{n:,} vectors] reusing {path}")
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        env = {**os.environ, "ZKR_VECTOR_CACHE": "0"}
-        _, _, raw = run_child(
-            [sys.executable, __file__, "--child", str(path), str(args.dim), str(args.queries)],
-            env=env,
-        )
-        res = json.loads(raw)
-        warm, lex, emb = res["warm_ms"], res["lexical_ms"], res["embed_ms"]
+        variants: list[tuple[str, str | None]] = [("this checkout", None)]
+        if args.compare:
+            variants.insert(0, (f"compare: {args.compare}", args.compare))
+        for label, src in variants:
+            print(f"  -- {label} (load average {os.getloadavg()[0]:.1f})")
+            measure(path, n, cache_dir, args, src)
+
+
+def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: str | None) -> None:
+    """Every figure for one store, with the zkr package of ``src`` (default: this one)."""
+    base = dict(os.environ)
+    if src is not None:
+        base["PYTHONPATH"] = src
+    # CLI figures are for an installed zkr, whose modules are compiled once (the project's
+    # machines set PYTHONDONTWRITEBYTECODE, which would recompile zkr on every call)
+    package = subprocess.run(
+        [sys.executable, "-c", "import zkr, os; print(os.path.dirname(zkr.__file__))"],
+        capture_output=True,
+        text=True,
+        env=base,
+        check=True,
+    ).stdout.strip()
+    subprocess.run([sys.executable, "-m", "compileall", "-q", package], check=False)
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    env = {**base, "ZKR_VECTOR_CACHE": "0"}
+    _, _, raw = run_child(
+        [sys.executable, __file__, "--child", str(path), str(args.dim), str(args.queries)],
+        env=env,
+    )
+    res = json.loads(raw)
+    warm, lex, emb = res["warm_ms"], res["lexical_ms"], res["embed_ms"]
+    print(
+        f"  in-process hybrid search: first call {res['cold_s']:.2f} s (decodes every"
+        f" vector), then p50 {pct(warm, 0.5):.1f} ms, p95 {pct(warm, 0.95):.1f} ms"
+        f" ({len(warm)} queries)"
+    )
+    print(f"  in-process lexical search: p50 {pct(lex, 0.5):.1f} ms, p95 {pct(lex, 0.95):.1f} ms")
+    print(
+        f"  BLAS float32 matrix-vector product over the same lane: "
+        f"{res['blas_ms']:.1f} ms (memory-bandwidth floor of any exact scan)"
+    )
+    print(
+        f"  embed on a lane of {n:,}: p50 {pct(emb, 0.5):.2f} ms,"
+        f" p95 {pct(emb, 0.95):.2f} ms ({len(emb)} calls)"
+    )
+    print(f"  first hybrid search after those embeds (cache refresh): {res['after_write_s']:.2f} s")
+    print(f"  in-process peak RSS: {res['rss_mb']:.0f} MiB")
+    request = json.dumps(
+        {
+            "tenant_id": T,
+            "person_id": P,
+            "query": "quiet library desk",
+            "limit": 10,
+            "query_embedding": {
+                "vector": unit_vectors(np.random.default_rng(1), 1, args.dim)[0].tolist(),
+                "model": MODEL,
+                "version": VERSION,
+            },
+        }
+    ).encode()
+    cli = [sys.executable, "-c", CLI_WRAPPER, "--db", str(path), "search"]
+    shutil.rmtree(cache_dir, ignore_errors=True)
+    wall, rss, _ = run_child(cli, env=env, stdin=request)
+    print(
+        f"  CLI hybrid search, no vector file (ZKR_VECTOR_CACHE=0): {wall:.2f} s,"
+        f" peak RSS {rss:.0f} MiB"
+    )
+    wall, rss, _ = run_child(cli, env=base, stdin=request)
+    print(
+        f"  CLI hybrid search, first call (decodes, writes the vector file): {wall:.2f} s,"
+        f" peak RSS {rss:.0f} MiB"
+    )
+    walls = []
+    for _ in range(3):
+        wall, rss, _ = run_child(cli, env=base, stdin=request)
+        walls.append(wall)
+    print(
+        f"  CLI hybrid search with the vector file: median {statistics.median(walls):.2f} s"
+        f" of 3, peak RSS {rss:.0f} MiB"
+    )
+    lexreq = json.dumps({"tenant_id": T, "person_id": P, "query": "quiet library desk"})
+    wall, rss, _ = run_child(cli, env=base, stdin=lexreq.encode())
+    print(f"  CLI lexical search (for comparison): {wall:.2f} s, peak RSS {rss:.0f} MiB")
+
+    remember = json.dumps(
+        {
+            "tenant_id": T,
+            "person_id": P,
+            "kind": "conversation",
+            "text": "an unrelated new memory about lunch",
+            "captured_at": 5,
+            "recorded_at": 5,
+            "claim": {
+                "subject": "Sam",
+                "predicate": "ate",
+                "value": "lunch",
+                "kind": "fact",
+                "valid_from": 5,
+            },
+        }
+    ).encode()
+    remember_cli = [sys.executable, "-c", CLI_WRAPPER, "--db", str(path), "remember"]
+    walls = []
+    for _ in range(3):
+        run_child(remember_cli, env=base, stdin=remember)
+        wall, rss, _ = run_child(cli, env=base, stdin=request)
+        walls.append(wall)
+    print(
+        f"  CLI hybrid search right after a CLI remember (no embed): median"
+        f" {statistics.median(walls):.2f} s of 3, peak RSS {rss:.0f} MiB"
+    )
+    after = res.get("after_remember_ms")
+    if after:
         print(
-            f"  in-process hybrid search: first call {res['cold_s']:.2f} s (decodes every"
-            f" vector), then p50 {pct(warm, 0.5):.1f} ms, p95 {pct(warm, 0.95):.1f} ms"
-            f" ({len(warm)} queries)"
+            f"  in-process hybrid search right after each remember (the serve pattern):"
+            f" p50 {pct(after, 0.5):.1f} ms, p95 {pct(after, 0.95):.1f} ms"
         )
-        print(
-            f"  in-process lexical search: p50 {pct(lex, 0.5):.1f} ms, p95 {pct(lex, 0.95):.1f} ms"
-        )
-        print(
-            f"  BLAS float32 matrix-vector product over the same lane: "
-            f"{res['blas_ms']:.1f} ms (memory-bandwidth floor of any exact scan)"
-        )
-        print(
-            f"  embed on a lane of {n:,}: p50 {pct(emb, 0.5):.2f} ms,"
-            f" p95 {pct(emb, 0.95):.2f} ms ({len(emb)} calls)"
-        )
-        print(
-            f"  first hybrid search after those embeds (cache refresh): "
-            f"{res['after_write_s']:.2f} s"
-        )
-        print(f"  in-process peak RSS: {res['rss_mb']:.0f} MiB")
-        request = json.dumps(
-            {
-                "tenant_id": T,
-                "person_id": P,
-                "query": "quiet library desk",
-                "limit": 10,
-                "query_embedding": {
-                    "vector": unit_vectors(np.random.default_rng(1), 1, args.dim)[0].tolist(),
-                    "model": MODEL,
-                    "version": VERSION,
-                },
-            }
-        ).encode()
-        cli = [sys.executable, "-c", CLI_WRAPPER, "--db", str(path), "search"]
-        shutil.rmtree(cache_dir, ignore_errors=True)
-        wall, rss, _ = run_child(cli, env=env, stdin=request)
-        print(
-            f"  CLI hybrid search, no vector file (ZKR_VECTOR_CACHE=0): {wall:.2f} s,"
-            f" peak RSS {rss:.0f} MiB"
-        )
-        wall, rss, _ = run_child(cli, stdin=request)
-        print(
-            f"  CLI hybrid search, first call (decodes, writes the vector file): {wall:.2f} s,"
-            f" peak RSS {rss:.0f} MiB"
-        )
-        walls = []
-        for _ in range(3):
-            wall, rss, _ = run_child(cli, stdin=request)
-            walls.append(wall)
-        print(
-            f"  CLI hybrid search with the vector file: median {statistics.median(walls):.2f} s"
-            f" of 3, peak RSS {rss:.0f} MiB"
-        )
-        lexreq = json.dumps({"tenant_id": T, "person_id": P, "query": "quiet library desk"})
-        wall, rss, _ = run_child(cli, stdin=lexreq.encode())
-        print(f"  CLI lexical search (for comparison): {wall:.2f} s, peak RSS {rss:.0f} MiB")
 
 
 if __name__ == "__main__":

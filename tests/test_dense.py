@@ -41,7 +41,8 @@ from zkr.model import (
 )
 from zkr.store import dense, fusion
 from zkr.store.db import read_tx
-from zkr.store.embeddings import dense_ranking, projection_input
+from zkr.store.dense import cache as dense_cache, kernels, ranking as dense_ranking
+from zkr.store.embeddings import projection_input
 from zkr.store.lexical import lexical_search
 from zkr.store.retrieval import materialize
 
@@ -164,6 +165,16 @@ def _ref_map(conn: sqlite3.Connection, t: str, p: str, kind: str, tid: str) -> l
                 out.add(claim_id)
         return sorted(out)
 
+    def linked(evidence_ids: list[str]) -> bool:
+        return any(
+            conn.execute(
+                "SELECT 1 FROM claim_evidence WHERE evidence_id=? AND tenant_id=? AND person_id=?"
+                " AND relation='\"supports\"'",
+                (ev, t, p),
+            ).fetchone()
+            for ev in evidence_ids
+        )
+
     if kind == "claim":  # surprise #19 fixed: only a citable claim
         citable = conn.execute(
             "SELECT 1 FROM claim_evidence ce JOIN evidence e ON e.id = ce.evidence_id"
@@ -183,6 +194,8 @@ def _ref_map(conn: sqlite3.Connection, t: str, p: str, kind: str, tid: str) -> l
         if row is None:
             return []
         claims = live_claims([tid])
+        if not claims and linked([tid]):
+            return []  # decision 16: a superseded/retracted/archived value stays hidden
         return [Target(TargetKind.CLAIM, c) for c in claims] or [Target(TargetKind.EVIDENCE, tid)]
     if (
         conn.execute(
@@ -204,6 +217,8 @@ def _ref_map(conn: sqlite3.Connection, t: str, p: str, kind: str, tid: str) -> l
     if not evidence:
         return []
     claims = live_claims(evidence)
+    if not claims and linked(evidence):
+        return []
     return [Target(TargetKind.CLAIM, c) for c in claims] or [Target(TargetKind.SOURCE, tid)]
 
 
@@ -271,6 +286,19 @@ def reference_dense_scored(
             for target in _ref_map(conn, t, p, kind, tid):
                 if target not in best or _key(score) > _key(best[target]):
                     best[target] = score
+    # one place per capture: raw evidence folds into its source when the source is a target
+    # too, or when several evidence of one source are
+    source_of = {
+        tg: conn.execute("SELECT source_id FROM evidence WHERE id=?", (tg.id,)).fetchone()[0]
+        for tg in best
+        if tg.kind is TargetKind.EVIDENCE
+    }
+    for evidence, source_id in source_of.items():
+        source = Target(TargetKind.SOURCE, source_id)
+        if source in best or list(source_of.values()).count(source_id) > 1:
+            score = best.pop(evidence)
+            if source not in best or _key(score) > _key(best[source]):
+                best[source] = score
     ranked = sorted(best, key=lambda tg: (-_key(best[tg]), tg.sort_key()))
     return [(target, float(best[target])) for target in ranked]
 
@@ -289,6 +317,15 @@ def reference_pack(db: MemoryDb, req: SearchRequest) -> dict[str, Any]:
         scored = reference_dense_scored(
             conn, req.tenant_id, req.person_id, qe.model, qe.version, qe.vector
         )
+        # a raw evidence whose source the lexical lane found is that capture: one place
+        lexical_sources = {r.target.id for r in ranked if r.target.kind is TargetKind.SOURCE}
+        for i, (tg, score) in enumerate(scored):
+            if tg.kind is TargetKind.EVIDENCE:
+                (source_id,) = conn.execute(
+                    "SELECT source_id FROM evidence WHERE id=?", (tg.id,)
+                ).fetchone()
+                if source_id in lexical_sources:
+                    scored[i] = (Target(TargetKind.SOURCE, source_id), score)
         lexical = [(r.target, r.relevance) for r in ranked]
         fused = fusion.fuse(lexical, scored, limit, None)
     items = [
@@ -515,8 +552,9 @@ def test_negative_zero_ranks_below_positive_zero(db: MemoryDb) -> None:
 
 
 def test_mapping_of_source_and_evidence_rows(db: MemoryDb) -> None:
-    """§5.4: evidence/source vectors become the live claims they support (ascending id), and
-    fall back to raw memory when those claims are not live (surprise #16, kept)."""
+    """§5.4: evidence/source vectors become the live claims they support (ascending id); when
+    those claims are all non-live they map to nothing, as in the lexical lane (surprise #16
+    fixed, decision 16): a superseded or archived value never comes back as raw text."""
     r = claim_memory(db)
     extra = remember(db, "Sam is a drummer", at=11, claim=("Sam", "hobby", "drums"))
     db.link(LinkRequest(T, P, extra.claim_id, r.evidence_id, Relation.SUPPORTS, 9000))
@@ -528,9 +566,9 @@ def test_mapping_of_source_and_evidence_rows(db: MemoryDb) -> None:
     db.archive(ClaimTierRequest(T, P, r.claim_id, 12))
     assert ranking(db, [1.0, 0.0]) == [Target(TargetKind.CLAIM, extra.claim_id)]
     db.archive(ClaimTierRequest(T, P, extra.claim_id, 12))
-    assert ranking(db, [1.0, 0.0]) == [Target(TargetKind.EVIDENCE, r.evidence_id)]
-    # lexically the archived claims' source is hidden, the dense lane returns it raw
-    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("evidence", r.evidence_id)]
+    assert ranking(db, [1.0, 0.0]) == []
+    # both lanes hide the archived claims' source
+    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == []
 
 
 def test_uncitable_live_claim_is_skipped(db: MemoryDb, db_path: str) -> None:
@@ -545,7 +583,10 @@ def test_uncitable_live_claim_is_skipped(db: MemoryDb, db_path: str) -> None:
     assert ids(hybrid(db, "zzz", [1.0, 0.0])) == [("source", other.source_id)]
 
 
-def test_pending_claim_source_falls_back_to_raw(db: MemoryDb) -> None:
+def test_pending_claim_hides_its_source_in_both_lanes(db: MemoryDb) -> None:
+    """Live search, both lanes: a capture whose only supported claim is pending is hidden
+    (the lexical rule of spec/retrieval.md §3.3 step 4, shared through
+    zkr.store.eligibility.stands_for; decision 16), and comes back raw ``as_of``."""
     r = remember(
         db,
         "Sam may like tea",
@@ -554,7 +595,10 @@ def test_pending_claim_source_falls_back_to_raw(db: MemoryDb) -> None:
         processing_state=ProcessingState.PENDING,
     )
     embed(db, "source", r.source_id, [1.0, 0.0])
-    assert ids(hybrid(db, "tea", [1.0, 0.0])) == [("source", r.source_id)]
+    assert ids(hybrid(db, "tea", [1.0, 0.0])) == []
+    assert ids(hybrid(db, "zzz", [1.0, 0.0])) == []
+    pack = db.search(SearchRequest(T, P, "tea", 10, None, AsOf(20, 20)))
+    assert [(i.memory.kind.value, i.memory.id) for i in pack.items] == [("source", r.source_id)]
 
 
 def test_contradicting_evidence_is_not_the_claim(db: MemoryDb) -> None:
@@ -615,16 +659,16 @@ def test_vectorised_accumulation_is_bit_identical(seed: int) -> None:
     columns = np.ascontiguousarray(rows.T)
     with np.errstate(all="ignore"):
         want = _per_row_cumsum(rows, q)
-        got = dense.sequential_dot(columns, q)
+        got = kernels.sequential_dot(columns, q)
         assert got.tobytes() == want.tobytes()
         assert (rows @ q != want).any()  # BLAS/pairwise order really differs
-        sq = dense.sequential_square_distance(columns, q)
+        sq = kernels.sequential_square_distance(columns, q)
         diffs = q[None, :] - rows
         want_sq = np.array(
             [np.cumsum(r * r, dtype=np.float32)[-1] for r in diffs], dtype=np.float32
         )
         assert sq.tobytes() == want_sq.tobytes()
-        norms = dense.sequential_norms(columns)
+        norms = kernels.sequential_norms(columns)
         want_norms = np.sqrt(
             np.array([np.cumsum(r * r, dtype=np.float32)[-1] for r in rows], dtype=np.float32)
         )
@@ -636,17 +680,17 @@ def test_threaded_scoring_is_identical(monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(11)
     columns = np.ascontiguousarray(rng.standard_normal((48, 5003)).astype(np.float32))
     q = rng.standard_normal(48).astype(np.float32)
-    single_dot = dense._dot_kernel(columns, q)
-    single_sq = dense._square_distance_kernel(columns, q)
-    monkeypatch.setattr(dense, "PARALLEL_COLUMNS", 10)
-    monkeypatch.setattr(dense.os, "cpu_count", lambda: 4)
-    assert dense.sequential_dot(columns, q).tobytes() == single_dot.tobytes()
-    assert dense.sequential_square_distance(columns, q).tobytes() == single_sq.tobytes()
+    single_dot = kernels._dot_kernel(columns, q)
+    single_sq = kernels._square_distance_kernel(columns, q)
+    monkeypatch.setattr(kernels, "PARALLEL_COLUMNS", 10)
+    monkeypatch.setattr(kernels.os, "cpu_count", lambda: 4)
+    assert kernels.sequential_dot(columns, q).tobytes() == single_dot.tobytes()
+    assert kernels.sequential_square_distance(columns, q).tobytes() == single_sq.tobytes()
 
 
 def test_order_keys_total_order() -> None:
     values = np.array([-np.inf, -3.0, -1e-45, -0.0, 0.0, 1e-45, 2.0, np.inf], dtype=np.float32)
-    keys = dense.order_keys(values)
+    keys = kernels.order_keys(values)
     assert list(keys) == sorted(keys) and len(set(keys.tolist())) == len(values)
 
 
@@ -781,7 +825,7 @@ def vector_file(monkeypatch: pytest.MonkeyPatch) -> Any:
         decoded.append(text)
         return original(text, *args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(dense, "decode_vector", counting)
+    monkeypatch.setattr(dense_cache, "decode_vector", counting)
     return decoded
 
 
@@ -855,13 +899,15 @@ def test_vector_file_is_optional(
 
 
 def test_cache_is_per_connection_and_bounded(tmp_path: Path) -> None:
-    dbs = [MemoryDb.open(str(tmp_path / f"{i}.db")) for i in range(dense.MAX_CACHED_LANES + 3)]
+    dbs = [
+        MemoryDb.open(str(tmp_path / f"{i}.db")) for i in range(dense_cache.MAX_CACHED_LANES + 3)
+    ]
     try:
         for i, d in enumerate(dbs):
             r = remember(d, f"note {i}")
             embed(d, "source", r.source_id, [1.0, 0.0])
             assert ids(hybrid(d, "zzz", [1.0, 0.0])) == [("source", r.source_id)]
-        assert len(dense._CACHES) <= dense.MAX_CACHED_LANES
+        assert len(dense_cache._CACHES) <= dense_cache.MAX_CACHED_LANES
     finally:
         for d in dbs:
             d.close()
@@ -1091,3 +1137,153 @@ def _check_invariants(db: MemoryDb, t: str, p: str, pack: dict[str, Any]) -> Non
             ).fetchone()
             is not None
         )
+
+
+# --------------------------------------------------------------------------- one eligibility rule
+
+
+def test_superseded_value_never_resurfaces_through_vectors(db: MemoryDb) -> None:
+    """Issue 12 item 6 / decision 16: after ``correct``, the old capture's source and evidence
+    vectors (both the raw text "port 6001") map to nothing, exactly as lexical search hides
+    the source; the new claim stands in for the correction."""
+    old = remember(db, "The dev server listens on port 6001", claim=("dev server", "port", "6001"))
+    embed(db, "source", old.source_id, [1.0, 0.0])
+    embed(db, "evidence", old.evidence_id, [0.0, 1.0])
+    assert ids(hybrid(db, "port", [1.0, 0.0])) == [("claim", old.claim_id)]
+    fix = db.correct(CorrectRequest(T, P, old.claim_id, "The port is now 6002", "6002", 15, 20))
+    for vector in ([1.0, 0.0], [0.0, 1.0], [0.7, 0.7]):
+        for query in ("port 6001", "zzz"):
+            items = db.search(SearchRequest(T, P, query, 10, QueryEmbedding(vector, M, V))).items
+            assert all("6001" not in item.excerpt for item in items), items
+            assert {i.memory for i in items} <= {Target(TargetKind.CLAIM, fix.claim_id)}
+    assert ranking(db, [1.0, 0.0]) == []
+    # historically the old claim is still there (as_of is lexical, §4)
+    past = db.search(SearchRequest(T, P, "port", 10, None, AsOf(12, 12)))
+    assert [i.memory for i in past.items] == [Target(TargetKind.CLAIM, old.claim_id)]
+
+
+def test_a_capture_appears_once_per_pack(db: MemoryDb) -> None:
+    """Issue 12 item 6 (spec §14 #12 fixed): a raw capture embedded both as its source and as
+    its evidence is one Source item, whichever vector is nearer; an evidence vector whose
+    source the lexical lane found is that Source too; an evidence vector alone stays an
+    Evidence item (spec §12 item 7)."""
+    both = remember(db, "Quiet desk near a window")
+    embed(db, "source", both.source_id, [1.0, 0.0])
+    embed(db, "evidence", both.evidence_id, [0.0, 1.0])
+    for vector in ([1.0, 0.0], [0.0, 1.0]):
+        assert ids(hybrid(db, "zzz", vector)) == [("source", both.source_id)]
+        assert ids(hybrid(db, "desk", vector)) == [("source", both.source_id)]
+    only = remember(db, "Roadmap review on Thursday", at=11)
+    embed(db, "evidence", only.evidence_id, [0.6, 0.8])
+    got = ids(hybrid(db, "Thursday", [0.6, 0.8]))
+    assert got.count(("source", only.source_id)) == 1
+    assert ("evidence", only.evidence_id) not in got
+    assert ("evidence", only.evidence_id) in ids(hybrid(db, "zzz", [0.6, 0.8]))
+    for query, vector in (("desk Thursday", [0.6, 0.8]), ("zzz", [1.0, 0.0])):
+        pack = db.search(SearchRequest(T, P, query, 10, QueryEmbedding(vector, M, V)))
+        captures = [
+            i.memory.id if i.memory.kind is TargetKind.SOURCE else i.evidence_ids[0]
+            for i in pack.items
+        ]
+        sources = {
+            both.source_id: both.evidence_id,
+            only.source_id: only.evidence_id,
+        }
+        cited = [sources.get(c, c) for c in captures]
+        assert len(cited) == len(set(cited)), pack
+
+
+def test_query_dimension_is_checked_before_any_vector_is_read(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    """Issue 18 fault 6: a wrong-dimension query fails from the lane's configuration (a few
+    index seeks) before the lane's vectors are read or decoded, in a fresh process as in a
+    warm one; with no current row it is an empty pack, as §5.2 says."""
+    notes = [remember(db, f"note {i}") for i in range(5)]
+    for i, n in enumerate(notes):
+        embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+    dense.clear_cache()
+    vector_file.clear()
+    wrong = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0] * 90_000, M, V))
+    with pytest.raises(InvalidInput, match="dimension 90000 does not match stored dimension 2"):
+        db.search(wrong)
+    assert vector_file == []  # nothing decoded
+    assert not dense_cache._CACHES  # nothing loaded
+    db.search(SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V)))
+    vector_file.clear()
+    with pytest.raises(InvalidInput, match="dimension 90000"):
+        db.search(wrong)
+    assert vector_file == []
+    other = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0] * 7, "other-model", V))
+    assert db.search(other).items == []
+
+
+# --------------------------------------------------------------------------- change log
+
+
+def _lane_rows_read(db: MemoryDb, req: SearchRequest) -> tuple[Any, bool]:
+    """Search; report whether the lane's rows were read (a full refresh)."""
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    try:
+        pack = db.search(req).to_json()
+    finally:
+        db.conn.set_trace_callback(None)
+    return pack, any("FROM embeddings em" in sql for sql in statements)
+
+
+def test_a_fresh_process_trusts_its_lane_through_the_change_log(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    """Issue 14 item 5: a fresh connection (a CLI call) searches from the lane state file
+    without reading the lane's rows or decoding a vector while the change log shows nothing
+    that touches the lane; writes that do touch it (by this zkr, or by plain SQL as another
+    writer would) are seen, and every pack equals the row-by-row oracle's."""
+    notes = [remember(db, f"note {i}", claim=("n", "is", f"v{i}")) for i in range(4)]
+    notes += [remember(db, f"raw {i}") for i in range(4)]
+    for i, n in enumerate(notes):
+        embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+    req = SearchRequest(T, P, "zzz", 5, QueryEmbedding([1.0, 0.0], M, V))
+    check_against_reference(db, req)  # first search: writes both files
+    assert list(Path(db_path + ".zkr-vectors").glob("*.lane"))
+
+    def fresh(expect_read: bool) -> None:
+        with MemoryDb.open(db_path) as other:
+            dense.clear_cache()
+            vector_file.clear()
+            pack, read = _lane_rows_read(other, req)
+            assert read is expect_read
+            assert ("ok", pack) == check_against_reference(other, req)
+            if not expect_read:
+                assert vector_file == []
+
+    fresh(expect_read=False)
+    remember(db, "an unrelated capture", claim=("x", "y", "z"))  # touches no lane target
+    fresh(expect_read=False)
+    db.correct(CorrectRequest(T, P, notes[0].claim_id, "now w0", "w0", 30, 30))
+    fresh(expect_read=True)  # the lane's capture changed meaning
+    fresh(expect_read=False)  # ...and the next process trusts the new state
+    edit(db_path, "UPDATE sources SET deleted_at = 40 WHERE id = ?", (notes[5].source_id,))
+    fresh(expect_read=True)  # a plain SQL write fires the triggers too
+    edit(
+        db_path,
+        "UPDATE embeddings SET vector = '[0.0,1.0]' WHERE target_id = ?",
+        (notes[6].source_id,),
+    )
+    fresh(expect_read=True)  # even a hand edit of a vector alone
+
+
+def test_a_missing_trigger_means_a_new_log_generation(db: MemoryDb, db_path: str) -> None:
+    from zkr.store import changes
+
+    r = remember(db, "a capture")
+    embed(db, "source", r.source_id, [1.0, 0.0])
+    db.search(SearchRequest(T, P, "zzz", 5, QueryEmbedding([1.0, 0.0], M, V)))
+    first = changes.mark(db.conn)
+    assert first is not None
+    edit(db_path, "DROP TRIGGER zkr_changes_sources_update")
+    assert changes.mark(db.conn) is None  # incomplete: not trusted
+    db.search(SearchRequest(T, P, "zzz", 5, QueryEmbedding([1.0, 0.0], M, V)))
+    second = changes.mark(db.conn)
+    assert second is not None and second.generation != first.generation

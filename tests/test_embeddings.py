@@ -40,8 +40,8 @@ from zkr.model import (
     Tier,
     encode,
 )
-from zkr.store import embeddings as emb
-from zkr.store.embeddings import LaneConfig, decode_vector, encode_vector, to_float32
+from zkr.store import embeddings as emb, vectors
+from zkr.store.vectors import LaneConfig, decode_vector, encode_vector, to_float32
 
 M, V = "m", "1"
 
@@ -867,7 +867,7 @@ def test_decode_vector_rejects_non_text() -> None:
     ],
 )
 def test_decode_normalization(text: object, value: Normalization | None) -> None:
-    assert emb.decode_normalization(text) is value
+    assert vectors.decode_normalization(text) is value
 
 
 def test_to_float32_rounds_via_double() -> None:

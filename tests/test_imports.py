@@ -19,11 +19,7 @@ PACKAGE = SRC / "zkr"
 
 # Cycles known to remain, each with the issue that removes it. Empty is the goal; a test below
 # fails when an entry is no longer a cycle, so whoever removes one deletes its line here.
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # issue 17 item 3: vector types and codecs move to their own module (the `eligibility`
-    # engineer's dense.py split); whoever lands second removes this entry.
-    frozenset({"zkr.store.dense", "zkr.store.embeddings", "zkr.store.vectorfile"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def module_name(path: Path) -> str:

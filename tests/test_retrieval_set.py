@@ -253,12 +253,6 @@ def test_the_set_is_large_enough() -> None:
     assert len(FOUND) + len(HERMES_CASES) >= 60
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the dense lane still maps a superseded claim's source vector to the raw source "
-    "(spec/retrieval.md §14 #16); issue 12 item 6 (one eligibility rule for every lane) removes "
-    "it: drop this marker then",
-)
 def test_superseded_value_never_resurfaces_through_vectors(tmp_path: Path) -> None:
     import hashlib
 

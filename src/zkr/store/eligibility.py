@@ -15,14 +15,19 @@ aliases ``s`` sources, ``e`` evidence, ``c`` claims, ``ce`` claim_evidence are t
 evidence of it) that is eligible stands for the live (or, ``as_of``, visible) claims its
 eligible evidence supports; when there are none, it stands for itself, unless ``hide_linked``
 is set and some eligible evidence of it has a supporting link to a claim in any state. The one
-deliberate difference between lanes is that flag: the reference's lexical live mode hides such
-a capture (its claim was superseded, retracted, archived or is still pending), its ``as_of``
-mode and its dense lane do not (spec/retrieval.md §14 #16; see docs/decisions-retrieval-dense.md).
+deliberate difference between modes is that flag: live search (both lanes) hides such a capture
+(its claim was superseded, retracted, archived or is still pending), so a superseded value
+never comes back as raw text; ``as_of`` does not, because a claim invisible at that instant says
+nothing about the capture then (§4). The reference's dense lane does not hide it
+(spec/retrieval.md §14 #16); zkr does (docs/decisions-retrieval-dense.md, decision 16).
+
+**One capture, one item.** :func:`one_per_capture` keeps a raw capture that is matched as its
+source and as its evidence (two vectors of the same text) from filling two places in a pack.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from zkr.model import Target, TargetKind
@@ -157,14 +162,16 @@ SOURCE_LINKS_AS_OF_SQL = _SOURCE_LINKS_SQL.format(
     claim=VISIBLE_CLAIM, source=source_as_of(), evidence=evidence_as_of(), supports=SUPPORTS
 )
 
-# Every supporting link in scope (:t, :p) from live evidence to a live claim (§5.4), with the
-# evidence's source and whether that source is live (a claim is citable through a link whose
-# source is live, §7). One pass over the scope's links, for lanes that map many rows at once.
-LIVE_LINKS_SQL = f"""
-SELECT e.source_id, e.id, c.id, s.id IS NOT NULL FROM claim_evidence ce
-JOIN claims c ON c.id = ce.claim_id AND c.tenant_id = :t AND c.person_id = :p AND {LIVE_CLAIM}
+# Every supporting link in scope (:t, :p) from live evidence, to a claim in any state (§5.4,
+# for lanes that map many rows at once: one pass over the scope's links): the evidence's
+# source, the evidence, the claim, whether the claim is live, and whether the source is live
+# (a claim is citable through a link whose source is live, §7).
+SCOPE_LINKS_SQL = f"""
+SELECT e.source_id, e.id, ce.claim_id, c.id IS NOT NULL AND {LIVE_CLAIM}, s.id IS NOT NULL
+FROM claim_evidence ce
 JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
      AND {LIVE_EVIDENCE}
+LEFT JOIN claims c ON c.id = ce.claim_id AND c.tenant_id = :t AND c.person_id = :p
 LEFT JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p
      AND {LIVE_SOURCE}
 WHERE ce.tenant_id = :t AND ce.person_id = :p AND {SUPPORTS}
@@ -228,3 +235,28 @@ def stands_for(
     if hide_linked and linked:
         return []
     return [Target(kind, target_id)]
+
+
+def one_per_capture(
+    targets: Iterable[Target], source_of: Mapping[str, str], sources: Iterable[Target] = ()
+) -> dict[Target, Target]:
+    """Which Evidence targets stand in as their source, so that a capture appears at most once
+    in a pack (spec/retrieval.md §14 #12 fixed; docs/decisions-retrieval-dense.md).
+
+    ``source_of`` maps an evidence id to its source id. An Evidence target is replaced by the
+    Source target of its source when that Source is among ``targets`` or ``sources`` (another
+    lane's targets), or when another Evidence target of the same source is among ``targets``.
+    Returns the replacements (Evidence target -> Source target).
+    """
+    listed = set(targets)
+    present = {t.id for t in (*listed, *sources) if t.kind is TargetKind.SOURCE}
+    per_source: dict[str, list[Target]] = {}
+    for target in listed:
+        if target.kind is TargetKind.EVIDENCE and target.id in source_of:
+            per_source.setdefault(source_of[target.id], []).append(target)
+    return {
+        evidence: Target(TargetKind.SOURCE, source_id)
+        for source_id, group in per_source.items()
+        if source_id in present or len(group) > 1
+        for evidence in group
+    }

@@ -33,14 +33,8 @@ from zkr.errors import InvalidInput
 from zkr.model import Distance, EmbedPendingResult, Normalization, ProjectionInput, quoted
 from zkr.store.db import read_tx, write_tx
 from zkr.store.embedconfig import EmbedderConfig, record
-from zkr.store.embeddings import (
-    LaneConfig,
-    encode_vector,
-    lane,
-    pending_inputs,
-    projection_input,
-    to_float32,
-)
+from zkr.store.embeddings import lane, pending_inputs, projection_input
+from zkr.store.vectors import LaneConfig, encode_vector, to_float32
 
 if TYPE_CHECKING:
     from zkr.embedding.local import LocalEmbedder

@@ -57,8 +57,17 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     hybrid = query_embedding is not None and req.as_of is None
     # fusion takes a fixed pool from each lane (zkr.store.fusion), whatever the limit
     cut = max(100, limit) if hybrid else limit
+    if query_embedding is not None and req.as_of is None:
+        from zkr.store import changes
+        from zkr.store.vectors import validate_query
+
+        # §5.1 checks need no data, so they come before anything is read or written (the
+        # lexical lane cannot fail on a valid scope and query, so the order is unobservable)
+        validate_query(query_embedding)
     try:
         ensure_current(conn)  # the search index reflects every committed write
+        if hybrid:
+            changes.ensure(conn)  # the change log the dense lane's caches are trusted by
     except sqlite3.Error as exc:
         raise StorageError(str(exc)) from None
     with read_tx(conn):
@@ -69,9 +78,12 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
                 for target, points in ranked[:limit]
             ]
             return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
-        from zkr.store import dense, embedconfig, fusion
+        from zkr.store import dense, embedconfig, fusion  # numpy: only hybrid searches
 
-        scored = dense.scored(conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL)
+        lexical = [r.target for r in ranked]
+        scored = dense.scored(
+            conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL, lexical
+        )
         calibration = embedconfig.calibration(conn, query_embedding)
         fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
         items = [

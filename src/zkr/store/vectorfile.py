@@ -16,13 +16,18 @@ vector always shows up as a changed row.
 
 Set ``ZKR_VECTOR_CACHE=0`` to neither read nor write these files.
 
-File format (little-endian): ``ZKRVEC02``, u64 header length, a JSON header
-``{"lane": [...], "rows": n, "configs": [[dimension, normalization, distance, columns], ...],
-"meta": bytes}``, the rows' small columns as one JSON array of arrays (``null`` for a row
-whose cells are not all JSON values), then ``rowids`` i64[n], ``config`` i32[n] (index into
-``configs``; −1: not well-formed or not decoded), ``column`` i64[n], ``parsed`` u8[n], and per
-configuration its (dimension × columns) float32 matrix and float32 norms, each 64-byte
-aligned so that they are memory-mapped rather than copied.
+File format (little-endian): ``ZKRVEC03``, u64 header length, a JSON header
+``{"lane": [...], "token": hex, "rows": n, "configs": [[dimension, normalization, distance,
+columns], ...], "meta": bytes}``, the rows' small columns as one JSON array of arrays
+(``null`` for a row whose cells are not all JSON values), then ``rowids`` i64[n], ``config``
+i32[n] (index into ``configs``; −1: not well-formed or not decoded), ``column`` i64[n],
+``parsed`` u8[n], and per configuration its (dimension × columns) float32 matrix and float32
+norms, each 64-byte aligned so that they are memory-mapped rather than copied.
+
+Beside it, ``<lane digest>.lane`` (:func:`write_state`) holds what a search needs (the lane,
+surviving columns of the ``.bin`` named by its token, targets, row → target pairs) as of one
+position of the change log (:mod:`zkr.store.changes`): a fresh process that finds no change
+touching the lane since that position searches from these two files without reading a row.
 """
 
 from __future__ import annotations
@@ -31,17 +36,18 @@ import hashlib
 import json
 import os
 import sqlite3
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from zkr.model import Distance, Normalization
-from zkr.store.embeddings import LaneConfig
+from zkr.store.vectors import LaneConfig
 
-MAGIC = b"ZKRVEC02"
+MAGIC = b"ZKRVEC03"
 ALIGN = 64
 MIN_ROWS = 2000
 """Smaller lanes decode in well under a second; they get no file."""
@@ -68,8 +74,10 @@ def lane_path(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> Pat
 
 @dataclass
 class Snapshot:
-    """The decoded contents of one lane file."""
+    """The decoded contents of one lane file (``token`` names this write of it; row fields
+    are empty when read with ``rows=False``)."""
 
+    token: str
     rowids: list[int]
     metas: list[Meta | None]
     config: list[int]
@@ -84,7 +92,7 @@ def _aligned(offset: int) -> int:
     return -(-offset // ALIGN) * ALIGN
 
 
-def read(path: Path, scope: tuple[str, str, str, str]) -> Snapshot | None:
+def read(path: Path, scope: tuple[str, str, str, str], rows: bool = True) -> Snapshot | None:
     """The lane file, or ``None`` when it is missing, unreadable or for another lane.
 
     Everything, the mapped matrices included, comes from one open handle: a concurrent
@@ -102,15 +110,25 @@ def read(path: Path, scope: tuple[str, str, str, str]) -> Snapshot | None:
             if header.get("lane") != list(scope) or not 0 <= int(header["meta"]) <= total:
                 return None
             n = int(header["rows"])
-            raw = json.loads(handle.read(int(header["meta"])))
-            metas = [None if m is None else tuple(m) for m in raw]
-            rowids = np.fromfile(handle, dtype="<i8", count=n).tolist()
-            config = np.fromfile(handle, dtype="<i4", count=n).tolist()
-            column = np.fromfile(handle, dtype="<i8", count=n).tolist()
-            parsed = np.fromfile(handle, dtype=np.uint8, count=n).astype(bool).tolist()
-            if not len(metas) == len(rowids) == len(config) == len(column) == len(parsed) == n:
-                return None
-            offset = handle.tell()
+            token = str(header.get("token", ""))
+            metas: list[Meta | None] = []
+            rowids: list[int] = []
+            config: list[int] = []
+            column: list[int] = []
+            parsed: list[bool] = []
+            if rows:
+                raw = json.loads(handle.read(int(header["meta"])))
+                metas = [None if m is None else tuple(m) for m in raw]
+                rowids = np.fromfile(handle, dtype="<i8", count=n).tolist()
+                config = np.fromfile(handle, dtype="<i4", count=n).tolist()
+                column = np.fromfile(handle, dtype="<i8", count=n).tolist()
+                parsed = np.fromfile(handle, dtype=np.uint8, count=n).astype(bool).tolist()
+                counts = (len(metas), len(rowids), len(config), len(column), len(parsed))
+                if any(count != n for count in counts):
+                    return None
+                offset = handle.tell()
+            else:
+                offset = 16 + size + int(header["meta"]) + 21 * n
             configs: list[LaneConfig] = []
             matrices: list[npt.NDArray[np.float32]] = []
             norms: list[npt.NDArray[np.float32]] = []
@@ -131,7 +149,7 @@ def read(path: Path, scope: tuple[str, str, str, str]) -> Snapshot | None:
                     np.memmap(handle, dtype="<f4", mode="r", offset=offset, shape=(shape[1],))
                 )
                 offset += 4 * shape[1]
-        return Snapshot(rowids, metas, config, column, parsed, configs, matrices, norms)
+        return Snapshot(token, rowids, metas, config, column, parsed, configs, matrices, norms)
     except (OSError, ValueError, KeyError, TypeError, AttributeError, MemoryError):
         return None
 
@@ -147,15 +165,19 @@ def write(
     scope: tuple[str, str, str, str],
     rows: list[tuple[int, Meta | None, int, int, bool]],
     configs: list[LaneConfig],
-    matrices: list[npt.NDArray[np.float32]],
+    matrices: Sequence[Any],
     norms: list[npt.NDArray[np.float32]],
-) -> None:
+) -> str | None:
     """Atomically replace the lane file. ``rows`` are (rowid, small columns, config index,
-    column, parsed). Failures (read-only directory, full disk) are ignored: it is a cache."""
+    column, parsed); ``matrices``/``norms`` are written column by column chosen by
+    ``picks`` when given (no copy of a whole matrix is made). Returns the new file's token,
+    or ``None`` on failure (read-only directory, full disk): it is a cache."""
+    token = os.urandom(16).hex()
     meta = json.dumps([_json_meta(r[1]) for r in rows], separators=(",", ":")).encode()
     header = json.dumps(
         {
             "lane": list(scope),
+            "token": token,
             "rows": len(rows),
             "configs": [
                 [c.dimension, c.normalization.value, c.distance.value, int(m.shape[1])]
@@ -166,6 +188,8 @@ def write(
     ).encode()
     try:
         path.parent.mkdir(exist_ok=True)
+        import tempfile  # only writers need it (a CLI search that reads pays nothing)
+
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".bin")
         try:
             with os.fdopen(fd, "wb") as handle:
@@ -178,12 +202,122 @@ def write(
                 np.asarray([r[3] for r in rows], dtype="<i8").tofile(handle)
                 np.asarray([r[4] for r in rows], dtype=np.uint8).tofile(handle)
                 for matrix, norm in zip(matrices, norms, strict=True):
-                    for array in (matrix, norm):
-                        handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
-                        np.ascontiguousarray(array, dtype="<f4").tofile(handle)
+                    handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
+                    for row in range(matrix.shape[0]):  # one row at a time: no full copy
+                        np.ascontiguousarray(matrix[row], dtype="<f4").tofile(handle)
+                    handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
+                    np.ascontiguousarray(norm, dtype="<f4").tofile(handle)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError:
+        return None
+    return token
+
+
+# --------------------------------------------------------------------------- derived state
+
+LANE_MAGIC = b"ZKRLANE1"
+
+
+@dataclass
+class LaneState:
+    """What a search needs from a lane, as of one position of the change log
+    (:mod:`zkr.store.changes`): the vectors file it indexes (``token``), the lane, the
+    surviving rows' columns, the targets in target order (kinds and UTF-8 ids), the row →
+    target pairs, raw Evidence targets' sources, and every stored row's target id (sorted)."""
+
+    token: str
+    generation: str
+    seq: int
+    config: LaneConfig | None
+    columns: npt.NDArray[np.int64]
+    kinds: npt.NDArray[np.uint8]
+    ids: npt.NDArray[np.bytes_]
+    pair_rows: npt.NDArray[np.int64]
+    pair_starts: npt.NDArray[np.int64]
+    source_of: dict[str, str]
+    row_ids: npt.NDArray[np.bytes_]
+
+
+def state_path(path: Path) -> Path:
+    """The lane state file that goes with a vectors file."""
+    return path.with_suffix(".lane")
+
+
+def write_state(path: Path, scope: tuple[str, str, str, str], lane: LaneState) -> None:
+    """Atomically replace the lane state file (failures ignored: it is a cache)."""
+    arrays = (lane.columns, lane.kinds, lane.ids, lane.pair_rows, lane.pair_starts, lane.row_ids)
+    header = json.dumps(
+        {
+            "lane": list(scope),
+            "token": lane.token,
+            "generation": lane.generation,
+            "seq": lane.seq,
+            "config": None
+            if (c := lane.config) is None
+            else [c.dimension, c.normalization, c.distance],
+            "source_of": lane.source_of,
+            "arrays": [[str(a.dtype), len(a)] for a in arrays],
+        }
+    ).encode()
+    try:
+        path.parent.mkdir(exist_ok=True)
+        import tempfile
+
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".lane")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(LANE_MAGIC)
+                handle.write(len(header).to_bytes(8, "little"))
+                handle.write(header)
+                for array in arrays:
+                    handle.write(np.ascontiguousarray(array).tobytes())
             os.replace(tmp, path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
     except OSError:
         return
+
+
+def read_state(path: Path, scope: tuple[str, str, str, str]) -> LaneState | None:
+    """The lane state file, or ``None`` when missing, unreadable or for another lane."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if data[:8] != LANE_MAGIC:
+            return None
+        size = int.from_bytes(data[8:16], "little")
+        header = json.loads(data[16 : 16 + size])
+        if header.get("lane") != list(scope):
+            return None
+        offset = 16 + size
+        arrays = []
+        for dtype, count in header["arrays"]:
+            kind = np.dtype(dtype)
+            end = offset + kind.itemsize * int(count)
+            if end > len(data):
+                return None
+            arrays.append(np.frombuffer(data, dtype=kind, count=int(count), offset=offset))
+            offset = end
+        config = header["config"]
+        columns, kinds, ids, pair_rows, pair_starts, row_ids = arrays
+        return LaneState(
+            token=str(header["token"]),
+            generation=str(header["generation"]),
+            seq=int(header["seq"]),
+            config=None
+            if config is None
+            else LaneConfig(int(config[0]), Normalization(config[1]), Distance(config[2])),
+            columns=columns,
+            kinds=kinds,
+            ids=ids,
+            pair_rows=pair_rows,
+            pair_starts=pair_starts,
+            source_of={str(k): str(v) for k, v in header["source_of"].items()},
+            row_ids=row_ids,
+        )
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, MemoryError):
+        return None

@@ -1,0 +1,185 @@
+"""A change log of the rows the dense lane depends on, kept by ``zkr_`` triggers in the file.
+
+spec/README.md lets zkr keep ``zkr_*`` tables and triggers (rebuildable, never exported). This
+one lets a fresh process (every CLI call) trust the dense lane it cached on disk
+(:mod:`zkr.store.vectorfile`) without re-reading every stored vector's row and re-hashing every
+target text: it only needs the rows written since.
+
+Layout:
+
+* ``zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT)``: one row per written row
+  of ``embeddings`` (``item`` = ``\\x1e tenant \\x1f person \\x1f model \\x1f version \\x1e
+  rowid``: its lane and row, so that even a hand edit of a vector alone is seen),
+  ``sources``, ``evidence``, ``claims`` (their id) and ``claim_evidence`` (its claim id and
+  its evidence id), on insert, update (old and new values for ``embeddings`` and
+  ``claim_evidence``, whose keys an update may move) and delete. ``AUTOINCREMENT`` never reuses
+  a sequence number, so "everything after seq N" is well defined; rows older than
+  :data:`KEEP` are pruned (a reader further behind rebuilds, see :func:`since`).
+* ``zkr_changes_meta (key, value)``: ``generation``, a random token chosen when the log is
+  created. If a trigger goes missing (an old zkr, a hand edit), :func:`ensure` recreates the
+  whole log under a new generation, so a cache from before can never be trusted across a gap.
+
+The triggers are plain SQL, so every writer fires them: this zkr, another process, the
+reference, a hand edit through ``sqlite3``. A file zkr may not write gets no log (and caches
+are then verified row by row, as before).
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import NamedTuple
+
+KEEP = 50_000
+"""Log rows kept; a reader whose state is older than that rebuilds its lane."""
+
+LANE_PREFIX = "\x1e"
+
+_TABLES = {
+    # table: items logged for a row R (NEW on insert/update, OLD on delete/update)
+    "embeddings": (
+        "char(30) || {r}.tenant_id || char(31) || {r}.person_id || char(31) || {r}.model"
+        " || char(31) || {r}.version || char(30) || {r}.rowid",
+    ),
+    "sources": ("{r}.id",),
+    "evidence": ("{r}.id",),
+    "claims": ("{r}.id",),
+    "claim_evidence": ("{r}.claim_id", "{r}.evidence_id"),
+}
+
+
+def _triggers() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for table, items in _TABLES.items():
+        both = ("OLD", "NEW") if table in ("embeddings", "claim_evidence") else ("NEW",)
+        for event, rows in (("INSERT", ("NEW",)), ("UPDATE", both), ("DELETE", ("OLD",))):
+            values = ", ".join(f"({item.format(r=r)})" for r in rows for item in items)
+            name = f"zkr_changes_{table}_{event.lower()}"
+            out[name] = (
+                f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN"
+                f" INSERT INTO zkr_changes (item) VALUES {values}; END"
+            )
+    return out
+
+
+TRIGGERS = _triggers()
+_PRUNE = (
+    "CREATE TRIGGER zkr_changes_prune AFTER INSERT ON zkr_changes WHEN NEW.seq % 4096 = 0"
+    f" BEGIN DELETE FROM zkr_changes WHERE seq <= NEW.seq - {KEEP}; END"
+)
+_NAMES = (*TRIGGERS, "zkr_changes_prune", "zkr_changes", "zkr_changes_meta")
+
+
+class Mark(NamedTuple):
+    """Where the log stands: its generation and last sequence number."""
+
+    generation: str
+    seq: int
+
+
+def _present(conn: sqlite3.Connection) -> bool:
+    names = {
+        row[0]
+        for row in conn.execute("SELECT name FROM sqlite_master WHERE name GLOB 'zkr_changes*'")
+    }
+    return all(name in names for name in _NAMES)
+
+
+def ensure(conn: sqlite3.Connection) -> bool:
+    """Create the log when it (or any of its triggers) is missing; ``False`` when the file
+    cannot be written (then there is no log). Must run outside a transaction."""
+    if _present(conn):
+        return True
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return False
+    try:
+        if _present(conn):  # another process created it meanwhile
+            conn.execute("COMMIT")
+            return True
+        for name in _NAMES:
+            kind = "TABLE" if name in ("zkr_changes", "zkr_changes_meta") else "TRIGGER"
+            conn.execute(f"DROP {kind} IF EXISTS {name}")
+        conn.execute("CREATE TABLE zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT)")
+        conn.execute(
+            "CREATE TABLE zkr_changes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+            " WITHOUT ROWID"
+        )
+        conn.execute(
+            "INSERT INTO zkr_changes_meta VALUES ('generation', ?)", (os.urandom(16).hex(),)
+        )
+        for sql in (*TRIGGERS.values(), _PRUNE):
+            conn.execute(sql)
+        conn.execute("COMMIT")
+    except sqlite3.Error:
+        conn.execute("ROLLBACK")
+        return False
+    return True
+
+
+def mark(conn: sqlite3.Connection) -> Mark | None:
+    """The log's generation and last sequence number, or ``None`` without a (complete) log."""
+    try:
+        row = conn.execute(
+            "SELECT (SELECT value FROM zkr_changes_meta WHERE key = 'generation'),"
+            " (SELECT seq FROM sqlite_sequence WHERE name = 'zkr_changes')"
+        ).fetchone()
+    except sqlite3.OperationalError:
+        return None
+    if row is None or not isinstance(row[0], str) or not _present(conn):
+        return None
+    return Mark(row[0], int(row[1] or 0))
+
+
+def since(conn: sqlite3.Connection, seq: int, limit: int) -> list[str] | None:
+    """Items logged after ``seq``, or ``None`` when some were pruned or there are more than
+    ``limit`` (the caller then rebuilds instead)."""
+    oldest = conn.execute("SELECT min(seq) FROM zkr_changes").fetchone()[0]
+    if oldest is not None and oldest > seq + 1:
+        pruned = conn.execute(
+            "SELECT 1 FROM sqlite_sequence WHERE name = 'zkr_changes' AND seq > ?", (seq,)
+        ).fetchone()
+        if pruned is not None:
+            return None
+    rows = conn.execute(
+        "SELECT DISTINCT item FROM (SELECT item FROM zkr_changes WHERE seq > ? LIMIT ?)",
+        (seq, limit + 1),
+    ).fetchall()
+    count = conn.execute(
+        "SELECT count(*) FROM (SELECT 1 FROM zkr_changes WHERE seq > ? LIMIT ?)",
+        (seq, limit + 1),
+    ).fetchone()[0]
+    if count > limit:
+        return None
+    return [row[0] for row in rows if isinstance(row[0], str)]
+
+
+def lane_key(scope: tuple[str, str, str, str]) -> str:
+    """The prefix of the items logged for writes to one lane's ``embeddings`` rows (the row's
+    rowid follows it)."""
+    return LANE_PREFIX + "\x1f".join(scope) + LANE_PREFIX
+
+
+def lane_rowids(items: list[str], scope: tuple[str, str, str, str]) -> set[int]:
+    """The rowids of the lane's ``embeddings`` rows among logged ``items``."""
+    key = lane_key(scope)
+    return {int(item[len(key) :]) for item in items if item.startswith(key)}
+
+
+# The rows whose state the given ids can change the mapping of (spec/retrieval.md §5.4, §7):
+# the ids themselves, evidence of sources among them, claims and evidence linked to any of
+# those, and the sources of all those evidence.
+RELATED_SQL = """
+WITH ids(id) AS (SELECT value FROM json_each(:ids)),
+ev(id) AS (
+  SELECT id FROM ids
+  UNION SELECT e.id FROM evidence e JOIN ids ON e.source_id = ids.id
+  UNION SELECT ce.evidence_id FROM claim_evidence ce JOIN ids ON ce.claim_id = ids.id
+),
+cl(id) AS (SELECT ce.claim_id FROM claim_evidence ce JOIN ev ON ce.evidence_id = ev.id)
+SELECT id FROM ids
+UNION SELECT id FROM ev
+UNION SELECT id FROM cl
+UNION SELECT e.source_id FROM evidence e JOIN ev ON e.id = ev.id
+"""

@@ -1,0 +1,607 @@
+"""The dense lane's cache: decoded vectors and derived state per (connection, scope, model,
+version), refreshed when the file changes (spec/retrieval.md §5.2, §9).
+
+**Validity.** The cache is valid while the connection's ``(PRAGMA data_version,
+total_changes)`` pair is unchanged: that pair moves on every commit by any connection, this one
+included, so every write path (embed, repair, delete, correct, promote, archive, apply, another
+process, a hand edit through SQL) forces a refresh before the next dense search. A refresh
+re-reads the small columns of every row and re-derives currentness and mapping with a few
+set-based queries; it re-decodes only vectors whose row changed. A row counts as unchanged when
+its rowid and every column except ``vector`` are unchanged and its ``created_at`` second had
+already passed when it was last read: zkr's and the reference's ``embed`` both restamp
+``created_at = unixepoch()`` on every write, so a rewritten vector always shows up as a changed
+row.
+
+**The change log** (:mod:`zkr.store.changes`, ``zkr_`` triggers in the file, fired by every
+writer) makes this cheaper and stricter: after a commit, a cache whose log position is known
+first reads what was logged since; when nothing logged touches the lane (no write to its rows,
+no written source, evidence, claim or link related to one of its targets) the derived state
+stands as it is, and otherwise the rows the log names are re-decoded even if only their
+``vector`` changed (a hand-written SQL ``UPDATE``). Without a log (a file zkr may not write),
+every commit refreshes, as above.
+
+**Side files.** Lanes of at least 2,000 rows keep their decoded vectors in a file next to the
+database (:mod:`zkr.store.vectorfile`), trusted row by row under the same rule, and the
+derived state with its log position in a second, small file: a fresh process — every CLI call
+— whose log shows nothing touching the lane since then searches from the memory-mapped vectors
+without reading a row of the lane. After decoding, the in-memory vectors are written out and
+replaced by the file's mapped pages, so a lane costs its float32 size once.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from zkr.codec import sha256_tagged
+from zkr.store import changes, vectorfile
+from zkr.store.dense.kernels import sequential_norms
+from zkr.store.dense.mapping import Derived, Row, derive, id_array
+from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, SCOPE_LINKS_SQL
+from zkr.store.embeddings import lane as stored_lane
+from zkr.store.vectors import LaneConfig, Vector, decode_config, decode_vector
+
+F32 = npt.NDArray[np.float32]
+I64 = npt.NDArray[np.int64]
+
+MAX_CACHED_LANES = 8
+"""Lane caches kept per process (least recently used first out)."""
+
+
+@dataclass
+class _Block:
+    """Decoded vectors of one configuration: column j of ``matrix`` is one stored row."""
+
+    dimension: int
+    matrix: F32
+    norms: F32
+    size: int = 0
+
+    @classmethod
+    def empty(cls, dimension: int, capacity: int) -> _Block:
+        capacity = max(capacity, 16)
+        return cls(
+            dimension,
+            np.empty((dimension, capacity), dtype=np.float32),
+            np.empty(capacity, dtype=np.float32),
+        )
+
+    def reserve(self, count: int) -> None:
+        """Make room for ``count`` more columns (one copy, of the used part only)."""
+        if self.size + count <= self.matrix.shape[1] and self.matrix.flags.writeable:
+            return
+        capacity = self.size + count
+        grown = np.empty((self.dimension, capacity), dtype=np.float32)
+        grown[:, : self.size] = self.matrix[:, : self.size]
+        norms = np.empty(capacity, dtype=np.float32)
+        norms[: self.size] = self.norms[: self.size]
+        self.matrix, self.norms = grown, norms
+
+    def append(self, vectors: list[Vector]) -> int:
+        """Append vectors as new columns; returns the first new column."""
+        start = self.size
+        count = len(vectors)
+        if start + count > self.matrix.shape[1]:
+            capacity = max(start + count, self.matrix.shape[1] * 3 // 2)
+            grown = np.empty((self.dimension, capacity), dtype=np.float32)
+            grown[:, :start] = self.matrix[:, :start]
+            norms = np.empty(capacity, dtype=np.float32)
+            norms[:start] = self.norms[:start]
+            self.matrix, self.norms = grown, norms
+        chunk = 4096
+        for offset in range(0, count, chunk):
+            part = vectors[offset : offset + chunk]
+            rows = np.frombuffer(b"".join(v.tobytes() for v in part), dtype=np.float32)
+            cols = np.ascontiguousarray(rows.reshape(len(part), self.dimension).T)
+            lo = start + offset
+            self.matrix[:, lo : lo + len(part)] = cols
+            with np.errstate(all="ignore"):  # huge components: an infinite norm is legitimate
+                self.norms[lo : lo + len(part)] = sequential_norms(cols)
+        self.size = start + count
+        return start
+
+    def compacted(self, columns: I64) -> _Block:
+        """A new block holding only ``columns``, in that order."""
+        block = _Block.empty(self.dimension, len(columns))
+        block.matrix[:, : len(columns)] = self.matrix[:, columns]
+        block.norms[: len(columns)] = self.norms[columns]
+        block.size = len(columns)
+        return block
+
+
+Meta = tuple[object, ...]
+"""(target_kind, target_id, dimension, normalization, distance, target_revision, input_hash,
+created_at) of a stored row: every column but ``vector``."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    """One stored row as last read."""
+
+    meta: Meta | None  # None: read from a vector file whose cells were not JSON values
+    settled: bool  # created_at was already in the past when read: a rewrite would restamp it
+    parsed: bool = False  # the vector was decoded (config/column are then final)
+    config: LaneConfig | None = None  # None when parsed and not well-formed
+    column: int = -1
+    text_key: tuple[object, int] | None = None  # (target revision, hash(text)) of ``sha``
+    sha: str = ""
+
+
+@dataclass
+class _LaneCache:
+    conn: sqlite3.Connection  # held so that id(conn) cannot be reused while cached
+    scope: tuple[str, str, str, str]
+    signature: tuple[int, int] | None = None
+    entries: dict[int, _Entry] = field(default_factory=dict)
+    blocks: dict[LaneConfig, _Block] = field(default_factory=dict)
+    derived: Derived = field(default_factory=Derived)
+    file: Path | None = None  # the lane's vector file (zkr.store.vectorfile)
+    file_checked: bool = False
+    unsaved: int = 0  # vectors decoded since the file was last written
+    mark: changes.Mark | None = None  # the change-log position ``derived`` is valid for
+    token: str | None = None  # the vector file whose columns ``blocks`` are (None: diverged)
+    saved_mark: changes.Mark | None = None  # the position of the lane state file on disk
+    entries_loaded: bool = True  # False: entries are still in the vector file (fast start)
+    dirty: set[int] = field(default_factory=set)  # rowids the change log says were written
+
+
+_CACHES: OrderedDict[tuple[int, str, str, str, str], _LaneCache] = OrderedDict()
+_CACHES_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget every cached lane (needed only after a hand-written SQL ``UPDATE`` that changes
+    ``embeddings.vector`` and nothing else in a row, in a file without the change log)."""
+    with _CACHES_LOCK:
+        _CACHES.clear()
+
+
+def _is_closed(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018 - raises once the connection is closed
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def _lane_cache(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> _LaneCache:
+    key = (id(conn), *scope)
+    with _CACHES_LOCK:  # MemoryDb objects of other threads share the registry
+        cache = _CACHES.get(key)
+        if cache is not None and cache.conn is conn:
+            _CACHES.move_to_end(key)
+            return cache
+        for stale in [k for k, c in _CACHES.items() if _is_closed(c.conn)]:
+            del _CACHES[stale]
+        cache = _LaneCache(conn, scope)
+        _CACHES[key] = cache
+        while len(_CACHES) > MAX_CACHED_LANES:
+            _CACHES.popitem(last=False)
+        return cache
+
+
+def signature(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Moves whenever any connection, this one included, commits a change to the file."""
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return (int(row[0]), conn.total_changes)
+
+
+def state(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, model: str, version: str
+) -> tuple[_LaneCache, Derived]:
+    """The lane's cache, brought up to date (call inside a read transaction).
+
+    Cheapest first: nothing committed since the last call (same signature); else nothing in
+    the change log since ``cache.mark`` touches the lane (:func:`_untouched`): the derived
+    state stands, also when it was just read from the lane state file by a fresh process;
+    else a full :func:`_refresh`.
+    """
+    cache = _lane_cache(conn, (tenant_id, person_id, model, version))
+    sig = signature(conn)
+    if cache.signature == sig:
+        return cache, cache.derived
+    cache.signature = None
+    mark = changes.mark(conn)
+    if not cache.file_checked:
+        cache.file_checked = True
+        cache.file = vectorfile.lane_path(conn, cache.scope)
+        if cache.file is not None and not (mark is not None and _load_state(cache, mark)):
+            _load_file(cache, cache.file)
+    cache.dirty = set()
+    if mark is not None and cache.mark is not None and _untouched(conn, cache, mark):
+        cache.mark = mark
+    else:
+        if not cache.entries_loaded and cache.file is not None:
+            _load_file(cache, cache.file)
+        _refresh(conn, cache)
+        cache.mark = mark
+    _save_state(cache)
+    cache.signature = sig
+    return cache, cache.derived
+
+
+def _untouched(conn: sqlite3.Connection, cache: _LaneCache, mark: changes.Mark) -> bool:
+    """Whether nothing logged since ``cache.mark`` can change this lane's derived state: no
+    write to its ``embeddings`` rows, and no written source, evidence, claim or link related
+    (:data:`zkr.store.changes.RELATED_SQL`) to the target of any of its stored rows."""
+    known = cache.mark
+    if known is None or known.generation != mark.generation or mark.seq < known.seq:
+        return False
+    if mark.seq == known.seq:
+        return True
+    items = changes.since(conn, known.seq, UNTOUCHED_CHECK_LIMIT)
+    if items is None:
+        return False
+    cache.dirty = changes.lane_rowids(items, cache.scope)
+    if cache.dirty:
+        return False
+    ids = [item for item in items if not item.startswith(changes.LANE_PREFIX)]
+    if not ids:
+        return True
+    related = conn.execute(changes.RELATED_SQL, {"ids": json.dumps(ids)}).fetchall()
+    return not cache.derived.touches([r[0] for r in related if isinstance(r[0], str)])
+
+
+UNTOUCHED_CHECK_LIMIT = 5000
+"""More logged changes than this since a cache's position: refresh instead of checking."""
+
+
+def _load_state(cache: _LaneCache, mark: changes.Mark) -> bool:
+    """Adopt the lane state file and the vector file it indexes, without reading their rows;
+    ``False`` when they are missing, of another log generation or do not belong together."""
+    assert cache.file is not None
+    lane = vectorfile.read_state(vectorfile.state_path(cache.file), cache.scope)
+    if lane is None or lane.generation != mark.generation or lane.seq > mark.seq:
+        return False
+    snap = vectorfile.read(cache.file, cache.scope, rows=False)
+    if snap is None or snap.token != lane.token:
+        return False
+    _adopt_blocks(cache, snap)
+    cache.token = snap.token
+    cache.derived = Derived(
+        lane=lane.config,
+        columns=lane.columns,
+        source_of=lane.source_of,
+        kinds=lane.kinds,
+        ids=lane.ids,
+        pair_rows=lane.pair_rows,
+        pair_starts=lane.pair_starts,
+        row_ids=lane.row_ids,
+    )
+    cache.mark = cache.saved_mark = changes.Mark(lane.generation, lane.seq)
+    cache.entries_loaded = False
+    return True
+
+
+def _save_state(cache: _LaneCache) -> None:
+    """Write the lane state file when the derived state moved past the one on disk and the
+    blocks are the vector file's own columns (so the state's columns index that file)."""
+    if (
+        cache.file is None
+        or cache.mark is None
+        or cache.token is None
+        or cache.saved_mark == cache.mark
+    ):
+        return
+    derived = cache.derived
+    vectorfile.write_state(
+        vectorfile.state_path(cache.file),
+        cache.scope,
+        vectorfile.LaneState(
+            token=cache.token,
+            generation=cache.mark.generation,
+            seq=cache.mark.seq,
+            config=derived.lane,
+            columns=derived.columns,
+            kinds=derived.kinds,
+            ids=derived.ids,
+            pair_rows=derived.pair_rows,
+            pair_starts=derived.pair_starts,
+            source_of=derived.source_of,
+            row_ids=derived.row_ids,
+        ),
+    )
+    cache.saved_mark = cache.mark
+
+
+def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneConfig | None:
+    """The lane's configuration (§9.3) without reading any vector: from the cache when it is
+    current, else from a few index seeks (:func:`zkr.store.embeddings.lane`)."""
+    with _CACHES_LOCK:
+        cache = _CACHES.get((id(conn), *scope))
+    if cache is not None and cache.conn is conn and cache.signature == signature(conn):
+        return cache.derived.lane
+    return stored_lane(conn, *scope)
+
+
+# One query per target kind, in §5.2 row order (target_kind, then target_id; the
+# zkr_embeddings_rows index serves each part in order, reading no row's vector). Each row
+# carries: its small columns; the target's §9.1 revision and text (NULL when the target is
+# not live); for §5.4, whether the target can be mapped at all (evidence: source live; source:
+# has live evidence; claims: see eligibility.LIVE_LINKS_SQL).
+_ROW_COLUMNS = (
+    "em.rowid, em.target_kind, em.target_id, em.dimension, em.normalization, em.distance,"
+    " em.target_revision, em.input_hash, em.created_at"
+)
+_LANE = "em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
+_ROWS_SQL = (
+    (
+        "claim",
+        f"""
+SELECT {_ROW_COLUMNS}, c.recorded_from, c.subject || ' ' || c.predicate || ' ' || c.value,
+       1, NULL
+FROM embeddings em
+LEFT JOIN claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p
+     AND {LIVE_CLAIM}
+WHERE {_LANE} AND em.target_kind = 'claim'
+ORDER BY em.target_id""",
+    ),
+    (
+        "evidence",
+        f"""
+SELECT {_ROW_COLUMNS}, e.source_revision, e.quote,
+       EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t
+               AND s.person_id = :p AND {LIVE_SOURCE}), e.source_id
+FROM embeddings em
+LEFT JOIN evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p
+     AND {LIVE_EVIDENCE}
+WHERE {_LANE} AND em.target_kind = 'evidence'
+ORDER BY em.target_id""",
+    ),
+    (
+        "source",
+        f"""
+SELECT {_ROW_COLUMNS}, s.revision, s.content,
+       EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t
+               AND e.person_id = :p AND {LIVE_EVIDENCE}), NULL
+FROM embeddings em
+LEFT JOIN sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p
+     AND {LIVE_SOURCE}
+WHERE {_LANE} AND em.target_kind = 'source'
+ORDER BY em.target_id""",
+    ),
+)
+
+
+def _refresh(conn: sqlite3.Connection, cache: _LaneCache) -> None:
+    """Re-read the lane (small columns only), decode the vectors of new or changed rows that
+    could be current, and re-derive currentness, the lane and the §5.4 mapping."""
+    t, p, m, v = cache.scope
+    params = {"t": t, "p": p, "m": m, "v": v}
+    now = conn.execute("SELECT unixepoch()").fetchone()[0]
+    old = cache.entries
+    entries: dict[int, _Entry] = {}
+    # rows whose target is live with the stored revision and hash, in §5.2 order, with the
+    # §5.4 data: (rowid, kind, mappable)
+    candidates: list[tuple[int, str, object, str | None]] = []
+    for kind, sql in _ROWS_SQL:
+        for row in conn.execute(sql, params):
+            rowid, meta = row[0], row[1:9]
+            entry = old.get(rowid)
+            if entry is None or not entry.settled or entry.meta != meta or rowid in cache.dirty:
+                created_at = meta[7]
+                entry = _Entry(meta, type(created_at) is int and created_at < now)
+            entries[rowid] = entry
+            revision, text = row[9], row[10]
+            if revision is None or meta[5] != revision or not isinstance(text, str):
+                continue
+            text_key = (revision, hash(text))
+            if entry.text_key != text_key:
+                entry.text_key, entry.sha = text_key, sha256_tagged(text)
+            if meta[6] == entry.sha:
+                candidates.append((rowid, kind, row[11], row[12]))
+    cache.entries = entries
+    cache.unsaved += _decode_pending(conn, cache, [rowid for rowid, *_ in candidates])
+    _compact(cache)
+    links = conn.execute(SCOPE_LINKS_SQL, params).fetchall()
+    rows = []
+    for rowid, kind, mappable, capture in candidates:
+        entry = entries[rowid]
+        target_id = "" if entry.meta is None else str(entry.meta[1])
+        rows.append(Row(entry.column, entry.config, kind, target_id, mappable, capture))
+    cache.derived = derive(rows, links)
+    cache.derived.row_ids = id_array(
+        sorted({str(e.meta[1]) for e in entries.values() if e.meta is not None})
+    )
+    if (
+        cache.file is not None
+        and len(entries) >= vectorfile.MIN_ROWS
+        and (
+            cache.unsaved >= max(vectorfile.SAVE_AFTER, len(entries) // 50)
+            # the blocks diverged from the file: rewrite it, so that the lane state file can
+            # index it and the next fresh process starts without reading a row
+            or (cache.token is None and cache.unsaved > 0)
+        )
+    ):
+        _save_file(cache, cache.file)
+        cache.unsaved = 0
+
+
+def _adopt_blocks(cache: _LaneCache, snap: vectorfile.Snapshot) -> None:
+    """Use the vector file's matrices (memory-mapped) as the cache's blocks."""
+    cache.blocks = {}
+    for config, matrix, norms in zip(snap.configs, snap.matrices, snap.norms, strict=True):
+        # plain views of the mapped file (a memmap subclass costs a Python call per slice)
+        cache.blocks[config] = _Block(
+            config.dimension, matrix.view(np.ndarray), norms.view(np.ndarray), matrix.shape[1]
+        )
+
+
+def _load_file(cache: _LaneCache, path: Path) -> None:
+    """Seed the cache with the vectors another process decoded (zkr.store.vectorfile)."""
+    cache.entries_loaded = True
+    snap = vectorfile.read(path, cache.scope)
+    if snap is None:
+        cache.token = None
+        return
+    _adopt_blocks(cache, snap)
+    cache.token = snap.token
+    cache.entries = {}
+    for rowid, meta, index, column, parsed in zip(
+        snap.rowids, snap.metas, snap.config, snap.column, snap.parsed, strict=True
+    ):
+        if meta is None:
+            continue
+        if index >= 0:
+            cache.entries[rowid] = _Entry(meta, True, parsed, snap.configs[index], column)
+        else:
+            cache.entries[rowid] = _Entry(meta, True, parsed)
+
+
+def _save_file(cache: _LaneCache, path: Path) -> None:
+    """Write the settled rows of the lane (columns compacted per configuration)."""
+    counts: dict[LaneConfig, int] = {}
+    for entry in cache.entries.values():
+        if entry.settled and entry.config is not None:
+            counts[entry.config] = counts.get(entry.config, 0) + 1
+    configs = [config for config in cache.blocks if counts.get(config)]
+    position = {config: i for i, config in enumerate(configs)}
+    columns: list[list[int]] = [[] for _ in configs]
+    rows: list[tuple[int, Meta | None, int, int, bool]] = []
+    for rowid, entry in cache.entries.items():
+        if not entry.settled:
+            continue
+        if entry.config is None:
+            rows.append((rowid, entry.meta, -1, -1, entry.parsed))
+            continue
+        index = position[entry.config]
+        rows.append((rowid, entry.meta, index, len(columns[index]), True))
+        columns[index].append(entry.column)
+    matrices: list[_Picked] = []
+    norms = []
+    picks = []
+    for config, cols in zip(configs, columns, strict=True):
+        block = cache.blocks[config]
+        picked = np.asarray(cols, dtype=np.int64)
+        picks.append(picked)
+        matrices.append(_Picked(block.matrix, picked))
+        norms.append(block.norms[picked])
+    token = vectorfile.write(path, cache.scope, rows, configs, matrices, norms)
+    if token is None or any(e.config is not None and not e.settled for e in cache.entries.values()):
+        return
+    snap = vectorfile.read(path, cache.scope, rows=False)
+    if snap is None or snap.token != token:
+        return
+    # Adopt the file just written: its memory-mapped columns replace the in-memory blocks
+    # (their memory is freed), and every column number moves to the file's.
+    remaps: dict[LaneConfig, I64] = {}
+    for config, picked in zip(configs, picks, strict=True):
+        remap = np.full(cache.blocks[config].size, -1, dtype=np.int64)
+        remap[picked] = np.arange(len(picked), dtype=np.int64)
+        remaps[config] = remap
+    for entry in cache.entries.values():
+        if entry.config is not None:
+            entry.column = int(remaps[entry.config][entry.column])
+    derived = cache.derived
+    if derived.lane is not None and len(derived.columns):
+        derived.columns = remaps[derived.lane][derived.columns]
+    _adopt_blocks(cache, snap)
+    cache.token = token
+
+
+class _Picked:
+    """Columns ``picked`` of ``matrix``, handed to the file writer one row at a time."""
+
+    def __init__(self, matrix: F32, picked: I64) -> None:
+        self.matrix, self.picked = matrix, picked
+        self.shape = (matrix.shape[0], len(picked))
+
+    def __getitem__(self, row: int) -> F32:
+        out: F32 = self.matrix[row, self.picked]
+        return out
+
+
+def _decode_pending(conn: sqlite3.Connection, cache: _LaneCache, rowids: list[int]) -> int:
+    """Decode the vectors of rows not decoded yet (or changed since), appending them to their
+    configuration's block batch by batch; returns how many rows were read."""
+    entries = cache.entries
+    todo = [r for r in rowids if not entries[r].parsed]
+    if not todo:
+        return 0
+    cache.token = None  # the blocks no longer are the vector file's columns
+    # room for every row of each configuration at once: no block grows (and copies) later
+    wanted: dict[LaneConfig, int] = {}
+    for rowid in todo:
+        meta = entries[rowid].meta
+        config = None if meta is None else decode_config(meta[2], meta[3], meta[4])
+        if config is not None:
+            wanted[config] = wanted.get(config, 0) + 1
+    for config, count in wanted.items():
+        block = cache.blocks.get(config)
+        if block is None:
+            cache.blocks[config] = _Block.empty(config.dimension, count)
+        else:
+            block.reserve(count)
+    # Vector text is read once and dropped: through SQLite's memory map and page cache it
+    # would stay resident (up to 256 + 64 MiB), so a bulk decode reads it through neither.
+    bulk = len(todo) > BULK_DECODE
+    if bulk:
+        saved = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in _READ_PRAGMAS]
+        conn.execute("PRAGMA mmap_size = 0")
+        conn.execute("PRAGMA cache_size = -2048")
+    try:
+        _decode_rows(conn, cache, todo)
+    finally:
+        if bulk:
+            for name, value in zip(_READ_PRAGMAS, saved, strict=True):
+                conn.execute(f"PRAGMA {name} = {int(value)}")
+    return len(todo)
+
+
+BULK_DECODE = 2000
+_READ_PRAGMAS = ("mmap_size", "cache_size")
+
+
+def _decode_rows(conn: sqlite3.Connection, cache: _LaneCache, todo: list[int]) -> None:
+    entries = cache.entries
+    for offset in range(0, len(todo), 512):
+        part = todo[offset : offset + 512]
+        marks = ",".join("?" * len(part))
+        pending: dict[LaneConfig, tuple[list[int], list[Vector]]] = {}
+        for rowid, text in conn.execute(
+            f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", part
+        ):
+            entry = entries[rowid]
+            entry.parsed = True
+            meta = entry.meta
+            config = None if meta is None else decode_config(meta[2], meta[3], meta[4])
+            if config is None:
+                continue
+            vec = decode_vector(text, config.dimension, config.normalization)
+            if vec is None:
+                continue
+            ids, vectors = pending.setdefault(config, ([], []))
+            ids.append(rowid)
+            vectors.append(vec)
+        for config, (ids, vectors) in pending.items():
+            start = cache.blocks[config].append(vectors)
+            for position, rowid in enumerate(ids):
+                entries[rowid].config = config
+                entries[rowid].column = start + position
+
+
+def _compact(cache: _LaneCache) -> None:
+    """Drop blocks no row uses any more and squeeze blocks that are mostly dead columns."""
+    used: dict[LaneConfig, list[_Entry]] = {}
+    for entry in cache.entries.values():
+        if entry.config is not None:
+            used.setdefault(entry.config, []).append(entry)
+    for config in list(cache.blocks):
+        live = used.get(config)
+        if not live:
+            del cache.blocks[config]
+            continue
+        block = cache.blocks[config]
+        if block.size > 2 * len(live) + 1024:
+            cache.token = None
+            columns = np.fromiter((e.column for e in live), dtype=np.int64, count=len(live))
+            cache.blocks[config] = block.compacted(columns)
+            for position, entry in enumerate(live):
+                entry.column = position
