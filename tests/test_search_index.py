@@ -104,3 +104,19 @@ def test_read_only_file_is_searched_with_a_private_index(tmp_path: Path) -> None
         assert found(db, "hike boot") == ["hiking boots are in the garage"]
         assert found(db, "garages") == ["hiking boots are in the garage"]
     assert "zkr_fts" not in zkr_objects(path)
+
+
+def test_a_locked_file_is_searched_with_what_is_indexed(db: MemoryDb, db_path: str) -> None:
+    """A search never fails because another writer holds the file: the queued records wait."""
+    remember(db, "tulips in the front garden")
+    assert found(db, "tulip") == ["tulips in the front garden"]
+    remember(db, "tulip bulbs ordered")
+    db.conn.execute("PRAGMA busy_timeout = 50")
+    other = sqlite3.connect(db_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")
+    try:
+        assert found(db, "tulip") == ["tulips in the front garden"]
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert sorted(found(db, "tulip")) == ["tulip bulbs ordered", "tulips in the front garden"]

@@ -144,8 +144,10 @@ def ensure_current(conn: sqlite3.Connection) -> None:
 
     Builds it when missing/outdated, drains the queue otherwise (one ``BEGIN IMMEDIATE``
     transaction, waiting for other writers like any write). A read-only file gets the
-    connection-private ``temp`` copy (built once per connection). Raises ``sqlite3.Error``
-    only for failures other than a read-only file.
+    connection-private ``temp`` copy (built once per connection). When another writer holds
+    the file past the busy timeout, the search goes on with the index as it is (missing the
+    records still queued) rather than failing (a missing index still needs the lock).
+    Raises ``sqlite3.Error`` for other failures.
     """
     state = _state(conn)
     if state in ("ready", "temp"):
@@ -153,6 +155,8 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) and state == "queued":
+            return  # another writer held the file past the busy timeout: search what is indexed
         if "readonly" not in str(exc):
             raise
         _build_private(conn)
