@@ -64,6 +64,7 @@ def test_another_applications_file_is_refused_and_left_byte_identical(
     assert path.read_bytes() == before
 
 
+@pytest.mark.shared
 def test_an_unversioned_zkr_file_with_an_extra_table_is_refused_too(tmp_path: Path) -> None:
     path = tmp_path / "legacy.db"
     shutil.copyfile(SHARED / "fixtures/migrations/db/v0_legacy_claims_only.db", path)
@@ -77,6 +78,7 @@ def test_an_unversioned_zkr_file_with_an_extra_table_is_refused_too(tmp_path: Pa
     assert path.read_bytes() == before
 
 
+@pytest.mark.shared
 def test_real_unversioned_zkr_files_still_upgrade(tmp_path: Path) -> None:
     for name in ("v0_legacy_claims_only", "v0_partial_legacy", "v0_empty_file"):
         path = tmp_path / f"{name}.db"
@@ -106,6 +108,7 @@ def test_a_failing_request_never_creates_the_file(
     assert not path.exists()
 
 
+@pytest.mark.shared
 def test_a_failing_request_leaves_an_old_file_unmigrated(tmp_path: Path) -> None:
     path = tmp_path / "v0.db"
     shutil.copyfile(SHARED / "fixtures/migrations/db/v0_legacy_claims_only.db", path)
