@@ -361,7 +361,9 @@ def projections(conn: sqlite3.Connection, req: ProjectionsRequest) -> list[Proje
 # --------------------------------------------------------------------------- embed
 
 
-_UPSERT_SQL = """
+# §11.3: one row per (scope, kind, id, model, version), replaced whole; created_at from the
+# database clock. ``embed`` and ``embed-pending`` both write rows with it.
+UPSERT_SQL = """
 INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version, dimension,
     input_hash, normalization, distance, vector, target_revision, created_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, unixepoch())
@@ -370,8 +372,8 @@ ON CONFLICT (tenant_id, person_id, target_kind, target_id, model, version) DO UP
     normalization = excluded.normalization, distance = excluded.distance,
     vector = excluded.vector, target_revision = excluded.target_revision,
     created_at = excluded.created_at
-RETURNING created_at
 """
+_UPSERT_RETURNING_SQL = UPSERT_SQL + "RETURNING created_at\n"
 
 
 def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
@@ -411,7 +413,7 @@ def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
                 "embedding configuration conflicts with the existing model/version lane"
             )
         row = conn.execute(
-            _UPSERT_SQL,
+            _UPSERT_RETURNING_SQL,
             (
                 t,
                 p,

@@ -33,7 +33,7 @@ from zkr.errors import InvalidInput
 from zkr.model import Distance, EmbedPendingResult, Normalization, ProjectionInput, quoted
 from zkr.store.db import read_tx, write_tx
 from zkr.store.embedconfig import EmbedderConfig, record
-from zkr.store.embeddings import lane, pending_inputs, projection_input
+from zkr.store.embeddings import UPSERT_SQL, lane, pending_inputs, projection_input
 from zkr.store.vectors import LaneConfig, encode_vector, to_float32
 
 if TYPE_CHECKING:
@@ -46,19 +46,6 @@ Progress = Callable[[int, int], None]
 
 # The scopes holding anything projectable: sources (every evidence and claim rests on one).
 _SCOPES_SQL = "SELECT DISTINCT tenant_id, person_id FROM sources ORDER BY tenant_id, person_id"
-
-# §11.3: one row per (scope, kind, id, model, version), replaced whole; created_at from the
-# database clock.
-_UPSERT_SQL = """
-INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version, dimension,
-    input_hash, normalization, distance, vector, target_revision, created_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, unixepoch())
-ON CONFLICT (tenant_id, person_id, target_kind, target_id, model, version) DO UPDATE SET
-    dimension = excluded.dimension, input_hash = excluded.input_hash,
-    normalization = excluded.normalization, distance = excluded.distance,
-    vector = excluded.vector, target_revision = excluded.target_revision,
-    created_at = excluded.created_at
-"""
 
 
 def embed_pending(
@@ -127,7 +114,7 @@ def embed_pending(
                         skipped += 1
                         continue
                     conn.execute(
-                        _UPSERT_SQL,
+                        UPSERT_SQL,
                         (
                             tenant,
                             person,
