@@ -75,6 +75,10 @@ _SAFE_ZKR_MESSAGES = frozenset(
 _SAFE_ZKR_PATTERN = re.compile(
     r"[a-z_. ]{1,40} must not be empty"
     r"|evidence [^\s]{1,200} is unavailable"  # review: "evidence <id> is unavailable"
+    # correct of a superseded claim names its successor (zkr.store.lifecycle)
+    r"|claim [0-9a-f]{32} was superseded by claim [0-9a-f]{32}"
+    r"(?:; the current claim is [0-9a-f]{32}|; no claim of that chain is current)?"
+    r" \(correct the current claim\)"
 )
 
 SYSTEM_PROMPT = (

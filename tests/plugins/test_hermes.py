@@ -628,6 +628,34 @@ def test_store_then_correct_and_delete_within_one_second(home: Home) -> None:
     assert times == [1_800_000_000, 1_800_000_001, 1_800_000_002]
 
 
+def test_correcting_a_superseded_claim_names_the_current_one(home: Home) -> None:
+    """zkr's message naming the successor reaches the model, so it can correct the right claim."""
+    provider = home.start()
+    provider._clock = lambda: 1_800_000_000.0
+    stored = json.loads(
+        provider.handle_tool_call(
+            "zkr_store",
+            {"content": "User lives in Berlin", "predicate": "lives_in", "value": "Berlin"},
+        )
+    )
+    first = json.loads(
+        provider.handle_tool_call(
+            "zkr_correct",
+            {"claim_id": stored["claim_id"], "content": "Moved to Rome", "value": "Rome"},
+        )
+    )
+    again = json.loads(
+        provider.handle_tool_call(
+            "zkr_correct",
+            {"claim_id": stored["claim_id"], "content": "Moved to Oslo", "value": "Oslo"},
+        )
+    )
+    assert again["detail"] == (
+        f"claim {stored['claim_id']} was superseded by claim {first['claim_id']}"
+        " (correct the current claim)"
+    )
+
+
 def test_a_failed_initialize_is_reported_for_each_turn(
     home: Home, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
