@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from zkr.errors import (
     InvalidInput,
+    MissingDependency,
     NotFound,
     RequestError,
     SchemaTooNew,
@@ -24,6 +25,7 @@ __version__ = "0.1.0"
 __all__ = [
     "InvalidInput",
     "MemoryDb",
+    "MissingDependency",
     "NotFound",
     "RequestError",
     "SchemaTooNew",

@@ -58,5 +58,9 @@ class StorageError(ZkrError):
     """SQLite refused a statement (trigger ``RAISE(ABORT, …)`` texts, constraint failures)."""
 
 
+class MissingDependency(ZkrError):
+    """A package zkr depends on is not importable (a broken install, not the file's fault)."""
+
+
 class SchemaTooNew(ZkrError):
     """The file's ``user_version`` is outside 0..10 (spec/storage.md §1)."""

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from zkr import model
-from zkr.errors import ZkrError
+from zkr.errors import MissingDependency, ZkrError
 from zkr.store import db
 from zkr.store.driver import unexpected_content
 
@@ -63,6 +63,10 @@ class _CallGuard:
             return
         if isinstance(exc, db.DRIVER_ERRORS):
             raise db.storage_error(exc) from None
+        if isinstance(exc, ImportError):  # the install is broken, not the file
+            raise MissingDependency(
+                f"zkr is missing a dependency ({exc}): reinstall zkr with pip"
+            ) from None
         if isinstance(exc, Exception) and not isinstance(exc, RecursionError | MemoryError):
             raise unexpected_content(exc) from None
 
