@@ -120,6 +120,28 @@ export function encodeRequest(operation: ZkrOperation, input: unknown): string {
   return text;
 }
 
+/**
+ * Sends `name` to the child's whole process group (POSIX; children are spawned `detached`,
+ * so their group id is their pid), falling back to the child itself when the group is gone
+ * or on Windows. Never throws: an exited child is not an error.
+ */
+export function signalProcessGroup(child: ChildProcess, name: NodeJS.Signals): void {
+  const pid = child.pid;
+  if (pid !== undefined && process.platform !== "win32") {
+    try {
+      process.kill(-pid, name);
+      return;
+    } catch {
+      // The group is gone (or was never made); signal the child itself.
+    }
+  }
+  try {
+    child.kill(name);
+  } catch {
+    // Already gone or not killable.
+  }
+}
+
 /** {@link runZkr} for a request already checked and encoded by {@link encodeRequest}. */
 export function runZkrEncoded(
   operation: ZkrOperation,
@@ -172,22 +194,7 @@ export function runZkrEncoded(
       return true;
     };
 
-    const signalGroup = (name: NodeJS.Signals): void => {
-      const pid = child.pid;
-      if (pid !== undefined && process.platform !== "win32") {
-        try {
-          process.kill(-pid, name);
-          return;
-        } catch {
-          // The group is gone (or was never made); signal the child itself.
-        }
-      }
-      try {
-        child.kill(name);
-      } catch {
-        // Already gone or not killable.
-      }
-    };
+    const signalGroup = (name: NodeJS.Signals): void => signalProcessGroup(child, name);
 
     const stop = (): void => {
       if (!isRunning(child)) return;

@@ -5,6 +5,7 @@ import {
   DEFAULT_KILL_GRACE_MS,
   DEFAULT_TIMEOUT_MS,
   MAX_OUTPUT_BYTES,
+  signalProcessGroup,
   ZkrCommandError,
   type ZkrFailureKind,
   type ZkrOperation,
@@ -333,24 +334,11 @@ export class ZkrServeClient {
   #stop(server: Server): void {
     const { child } = server;
     if (child.exitCode !== null || child.signalCode !== null) return;
-    const signalGroup = (name: NodeJS.Signals): void => {
-      const pid = child.pid;
-      if (pid !== undefined && process.platform !== "win32") {
-        try {
-          process.kill(-pid, name);
-          return;
-        } catch {
-          // group gone; signal the child itself
-        }
-      }
-      try {
-        child.kill(name);
-      } catch {
-        // already gone
-      }
-    };
-    signalGroup("SIGTERM");
-    setTimeout(() => signalGroup("SIGKILL"), this.#settings.killGraceMs ?? DEFAULT_KILL_GRACE_MS);
+    signalProcessGroup(child, "SIGTERM");
+    setTimeout(
+      () => signalProcessGroup(child, "SIGKILL"),
+      this.#settings.killGraceMs ?? DEFAULT_KILL_GRACE_MS,
+    );
   }
 
   #fail(id: number, kind: ZkrFailureKind): void {
