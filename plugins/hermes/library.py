@@ -28,14 +28,12 @@ from typing import Any
 from .runner import (
     DEFAULT_TIMEOUT_SECONDS,
     OUTPUT_CAP_BYTES,
-    REQUEST_CAP_BYTES,
     ZkrBadOutput,
     ZkrOutputTooLarge,
     ZkrRejected,
-    ZkrRequestTooLarge,
     ZkrTimeout,
     ZkrUnavailable,
-    encode_request,
+    checked_request,
 )
 
 # SQLite virtual-machine steps between two deadline checks.
@@ -87,12 +85,7 @@ class LibraryRunner:
 
     def run(self, command: str, payload: Mapping[str, Any], *, timeout: float | None = None) -> Any:
         """Run one command; return its JSON value (as the CLI prints it) or raise ``ZkrError``."""
-        try:
-            request = encode_request(payload)
-        except (TypeError, ValueError):
-            raise ZkrRejected() from None
-        if len(request) > REQUEST_CAP_BYTES:
-            raise ZkrRequestTooLarge()
+        request = checked_request(payload)
         try:
             cli = importlib.import_module("zkr.cli")
             codec = importlib.import_module("zkr.codec")

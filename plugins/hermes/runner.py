@@ -103,6 +103,21 @@ def encode_request(payload: Mapping[str, Any]) -> bytes:
     )
 
 
+def checked_request(payload: Mapping[str, Any]) -> bytes:
+    """:func:`encode_request`, refused as the CLI would refuse it before any call is made.
+
+    Raises :class:`ZkrRejected` for a payload JSON cannot encode (NaN, a non-string key, a
+    value of no JSON type) and :class:`ZkrRequestTooLarge` above the CLI's 1 MiB stdin limit.
+    """
+    try:
+        request = encode_request(payload)
+    except (TypeError, ValueError):
+        raise ZkrRejected() from None
+    if len(request) > REQUEST_CAP_BYTES:
+        raise ZkrRequestTooLarge()
+    return request
+
+
 def _parse_error_envelope(stderr: bytes) -> str | None:
     try:
         value = json.loads(stderr.decode("utf-8").strip() or "null")
@@ -177,12 +192,7 @@ class ZkrRunner:
 
     def run(self, command: str, payload: Mapping[str, Any], *, timeout: float | None = None) -> Any:
         """Run one command; return the parsed stdout JSON value or raise :class:`ZkrError`."""
-        try:
-            request = encode_request(payload)
-        except (TypeError, ValueError):
-            raise ZkrRejected() from None
-        if len(request) > REQUEST_CAP_BYTES:
-            raise ZkrRequestTooLarge()
+        request = checked_request(payload)
         executable = resolve_binary(self.binary)
         if executable is None:
             raise ZkrUnavailable()
