@@ -18,6 +18,7 @@ from zkr import MemoryDb
 from zkr.model import ClaimInput, ClaimKind, RememberRequest, SourceKind
 
 if TYPE_CHECKING:
+    from tests.pg_server import PgServer
     from tests.sync_support import FixtureP
 
 REPO = Path(__file__).resolve().parent.parent
@@ -38,6 +39,11 @@ def pytest_configure(config: pytest.Config) -> None:
     """Tests marked ``shared`` read ../shared. Without it they are skipped with a clear reason,
     except in CI (``CI`` set), where a missing ../shared fails the run before any test."""
     config.addinivalue_line("markers", "shared: needs the shared suites and fixtures (../shared)")
+    config.addinivalue_line(
+        "markers",
+        "postgres: needs a PostgreSQL server (ZKR_PG_DSN or the machine's server binaries; "
+        "tests/pg_server.py); every test using the pg_server or pg_dsn fixture gets it",
+    )
     if not SHARED_PRESENT and IN_CI:
         raise pytest.UsageError(f"CI run without ../shared: zkr's test suite {SHARED_MISSING}")
     # The tests start hundreds of zkr processes from this checkout (an editable install). Where
@@ -48,19 +54,64 @@ def pytest_configure(config: pytest.Config) -> None:
     compileall.compile_dir(REPO / "src" / "zkr", quiet=2)
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
-    if SHARED_PRESENT:
-        return None
-    return f"zkr: tests marked 'shared' are SKIPPED: each {SHARED_MISSING}"
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = []
+    if not SHARED_PRESENT:
+        lines.append(f"zkr: tests marked 'shared' are SKIPPED: each {SHARED_MISSING}")
+    from tests.pg_server import ENV_DSN, find_bindir
+
+    if os.environ.get(ENV_DSN):
+        lines.append(f"zkr: tests marked 'postgres' use {ENV_DSN}")
+    elif (bindir := find_bindir()) is not None:
+        lines.append(f"zkr: tests marked 'postgres' start a throwaway server from {bindir}")
+    else:
+        verdict = "FAIL (CI)" if IN_CI else "are SKIPPED"
+        lines.append(f"zkr: tests marked 'postgres' {verdict}: no {ENV_DSN} and no server binaries")
+    return lines
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if {"pg_server", "pg_dsn"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.postgres)
     if SHARED_PRESENT:
         return
     skip = pytest.mark.skip(reason=f"../shared is missing: this test {SHARED_MISSING}")
     for item in items:
         if item.get_closest_marker("shared") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """The PostgreSQL server of this test session (tests/pg_server.py): ``ZKR_PG_DSN``'s, or a
+    throwaway one started on first use and stopped at the end. Without one the test is skipped
+    with the reason, except in CI (``CI`` set), where it fails."""
+    from tests.pg_server import NoServer, acquire
+
+    try:
+        server = acquire()
+    except NoServer as exc:
+        if IN_CI:
+            pytest.fail(f"CI run without PostgreSQL: {exc}", pytrace=False)
+        pytest.skip(f"PostgreSQL test SKIPPED: {exc}")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_dsn(pg_server: PgServer, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A ``postgresql://`` DSN naming a fresh, empty database of its own (dropped afterwards)."""
+    from tests.pg_server import fresh_name
+
+    name = fresh_name(request.node.name.split("[")[0].removeprefix("test_"))
+    dsn = pg_server.create_database(name)
+    try:
+        yield dsn
+    finally:
+        pg_server.drop_database(name)
 
 
 @pytest.fixture
