@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import cli, sam_acme
-from tests.test_sync import export_all, staged
+from tests.test_sync import export_all, load_host, staged
 from zkr import MemoryDb
 from zkr.errors import InvalidInput
 from zkr.model import ApplyRequest, EmbedRequest, ProjectionsRequest
@@ -114,7 +114,8 @@ def test_erase_leaves_no_byte_of_the_text_in_the_file_or_wal(db: MemoryDb) -> No
     commits = staged(export_all(db, (T, P)))
     with MemoryDb.open(Path(db.path).parent / "fresh.db") as fresh:
         result = fresh.apply(ApplyRequest(T, P, 1, 10, commits))
-        assert result.commits_applied == len(commits)
+        # the propagation commit repeats the blanked tombstones: ledger hits
+        assert result.commits_applied == len(commits) - 1 and result.commits_skipped == 1
         assert [i.memory.id for i in fresh.scope(T, P).search("green tea").items] == [
             ids["keep"].source_id
         ]
@@ -178,3 +179,138 @@ def test_erase_cli(db_path: str) -> None:
     done = cli(db_path, "erase", {**scope, "dry_run": False}).json()
     assert done["wal_truncated"] is True
     assert b"Sam works at Acme" not in on_disk(db_path)
+
+
+# --------------------------------------------------------------------------- erase across replicas
+
+
+def synced(device: MemoryDb, replica: MemoryDb, state: Any, host: Any) -> None:
+    """One host run each way (the echo guard of examples/sync_host.py on)."""
+    host.sync(device, replica, state, T, P, page_limit=7)
+    host.sync(replica, device, state, T, P, page_limit=7)
+
+
+def erased_everywhere(*paths: str) -> None:
+    for path in paths:
+        data = on_disk(path)
+        for word in (SECRET, SECRET_CITY, SECRET.lower(), SECRET_CITY.lower()):
+            assert word.encode() not in data, (path, word)
+
+
+@pytest.mark.parametrize("first", ["device", "replica"])
+def test_an_erase_reaches_the_other_file_through_the_host(
+    db: MemoryDb, tmp_path: Path, first: str
+) -> None:
+    """Two files kept in sync by the host protocol (applied cursors, echo guard): whichever
+    erases, the next exchange carries the erasure to the other and nothing conflicts."""
+    host = load_host()
+    state = host.SyncState(str(tmp_path / "state.db"))
+    ids = build(db)
+    try:
+        with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
+            synced(db, replica, state, host)
+            assert SECRET.encode() in on_disk(replica.path)
+            eraser = db if first == "device" else replica
+            report = eraser.scope(T, P).erase(dry_run=False)
+            assert report.text_bytes > 0
+            if first == "device":
+                synced(db, replica, state, host)
+            else:
+                host.sync(replica, db, state, T, P, page_limit=7)
+                host.sync(db, replica, state, T, P, page_limit=7)
+            erased_everywhere(db.path, replica.path)
+            assert tables(replica.path) == tables(db.path)
+            # quiet afterwards, and new memories still flow both ways
+            assert host.sync(db, replica, state, T, P).counters["records_applied"] == 0
+            assert host.sync(replica, db, state, T, P).counters["records_applied"] == 0
+            db.scope(T, P).remember("Alex bought a bike", recorded_at=40)
+            replica.scope(T, P).remember("Alex sold the car", recorded_at=41)
+            synced(db, replica, state, host)
+            for side in (db, replica):
+                me = side.scope(T, P)
+                assert me.search("bike").items and me.search("car").items
+                assert [i.memory.id for i in me.search("green tea").items] == [
+                    ids["keep"].source_id
+                ]
+                assert me.search(SECRET).items == []
+            assert tables(replica.path) == tables(db.path)
+    finally:
+        state.close()
+
+
+def test_an_unerased_replica_rereads_the_rewritten_feed_from_the_start(
+    db: MemoryDb, tmp_path: Path
+) -> None:
+    """No host state: the replica applies the device's whole (rewritten) feed again, then the
+    device the replica's; blanked copies are erased or ledger hits, never conflicts."""
+    build(db)
+    with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
+        replica.apply(ApplyRequest(T, P, 1, 10, staged(export_all(db, (T, P)))))
+        db.scope(T, P).erase(dry_run=False)
+        again = replica.apply(ApplyRequest(T, P, 1, 10, staged(export_all(db, (T, P)))))
+        assert again.records_applied == 0  # every copy is a ledger hit once erased here
+        erased_everywhere(replica.path)
+        assert tables(replica.path) == tables(db.path)
+        # replayed, and the other way round: echoes of the device's own records; the erased
+        # ones are ledger hits there (an unerased echo of a deletion would fail: the reference's
+        # rule), the others are applied once more as the reference does (decisions-sync.md)
+        replay = replica.apply(ApplyRequest(T, P, 1, 10, staged(export_all(db, (T, P)))))
+        assert replay.records_applied == 0
+        back = db.apply(ApplyRequest(T, P, 1, 10, staged(export_all(replica, (T, P)))))
+        assert back.records_skipped > 0
+        erased_everywhere(db.path, replica.path)
+        assert tables(replica.path) == tables(db.path)
+
+
+@pytest.mark.parametrize("from_start", [False, True])
+def test_a_replica_behind_the_deletion_gets_it_blanked(
+    db: MemoryDb, tmp_path: Path, from_start: bool
+) -> None:
+    """The replica had not applied the deletions when the device erased: the deletion commits
+    arrive blanked, tombstone the sources (their stored text put back for the checks) and the
+    replica erases at the end of the same batch."""
+    with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
+        me = db.scope(T, P)
+        me.remember("Alex likes green tea", recorded_at=5)
+        secret = me.remember(f"I live at {SECRET} street in {SECRET_CITY}", recorded_at=10)
+        before = staged(export_all(db, (T, P)))
+        replica.apply(ApplyRequest(T, P, 1, 10, before))
+        me.delete(secret.source_id, deleted_at=30)
+        me.erase(dry_run=False)
+        commits = staged(export_all(db, (T, P)))
+        if not from_start:
+            commits = commits[len(before) :]
+        result = replica.apply(ApplyRequest(T, P, 1, 10, commits))
+        assert result.commits_applied >= 1
+        erased_everywhere(db.path, replica.path)
+        assert tables(replica.path) == tables(db.path)
+
+
+def test_a_blanked_copy_of_a_live_source_leaves_its_text(db: MemoryDb, tmp_path: Path) -> None:
+    """Only deleted text is erased: a blanked copy of a source the replica holds live (no
+    deletion anywhere) is applied with the stored text put back, and the text stays."""
+    stored = db.scope(T, P).remember(f"Alex lives in {SECRET_CITY}", recorded_at=10)
+    commits = staged(export_all(db, (T, P)))
+    with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
+        replica.apply(ApplyRequest(T, P, 1, 10, commits))
+        for record in commits[0]["records"]:
+            if record["kind"] == "source":
+                record["record"]["source"]["content"] = ""
+            elif record["kind"] == "evidence":
+                record["record"]["evidence"]["quote"] = ""
+        result = replica.apply(ApplyRequest(T, P, 1, 10, commits))
+        assert result.records_applied == 2
+        assert [i.memory.id for i in replica.scope(T, P).search(SECRET_CITY).items] == [
+            stored.source_id
+        ]
+
+
+def test_erase_without_propagate_appends_nothing(db: MemoryDb) -> None:
+    build(db)
+    before = staged(export_all(db, (T, P)))
+    db.scope(T, P).erase(dry_run=False, propagate=False)
+    assert [c["sequence"] for c in staged(export_all(db, (T, P)))] == [
+        c["sequence"] for c in before
+    ]
+    db.scope(T, P).erase(dry_run=False)  # nothing left to erase: no commit either
+    assert len(staged(export_all(db, (T, P)))) == len(before)

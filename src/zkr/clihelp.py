@@ -284,6 +284,7 @@ HELP: dict[str, CommandHelp] = {
         (
             "source_ids      [string]: deleted sources (default: every deleted source)",
             "dry_run         bool, default true: only report what would be erased",
+            "propagate       bool, default true: a commit telling replicas to erase too",
         ),
         _ex(dry_run=True),
         '{"claims", "dry_run", "evidence", "feed_records", "source_ids", "text_bytes"'

@@ -358,8 +358,11 @@ class ScopedMemory:
             )
         )
 
-    def erase(self, source_ids: list[str] | None = None, dry_run: bool = True) -> model.EraseReport:
-        """Report (``dry_run``, the default) or erase the text of deleted sources."""
+    def erase(
+        self, source_ids: list[str] | None = None, dry_run: bool = True, propagate: bool = True
+    ) -> model.EraseReport:
+        """Report (``dry_run``, the default) or erase the text of deleted sources; with
+        ``propagate`` a commit of the blanked source records tells replicas to erase too."""
         return self.db.erase(
-            model.EraseRequest(self.tenant_id, self.person_id, source_ids, dry_run)
+            model.EraseRequest(self.tenant_id, self.person_id, source_ids, dry_run, propagate)
         )

@@ -157,20 +157,28 @@ class EraseRequest(NamedTuple):
     """``erase``: blank the text of tombstoned sources for good (docs/erase.md).
 
     ``source_ids`` names deleted sources (default: every deleted source in scope);
-    ``dry_run`` (default true) only reports what would be erased.
+    ``dry_run`` (default true) only reports what would be erased; ``propagate`` (default true)
+    appends a commit of the blanked source records so replicas erase too (docs/erase.md).
     """
 
     tenant_id: str
     person_id: str
     source_ids: list[str] | None = None
     dry_run: bool = True
+    propagate: bool = True
 
     @classmethod
     def from_json(cls, value: Any) -> "EraseRequest":
         f = Fields(value, "struct EraseRequest")
         tenant, person = scope_fields(f)
         ids = f.str_list("source_ids") if f.has("source_ids") else None
-        return cls(tenant, person, ids, f.bool_default("dry_run", True))
+        return cls(
+            tenant,
+            person,
+            ids,
+            f.bool_default("dry_run", True),
+            f.bool_default("propagate", True),
+        )
 
 
 class LookupClaim(NamedTuple):

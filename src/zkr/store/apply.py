@@ -20,6 +20,14 @@ Order of work:
    commit stamped with the origin commit's ``recorded_at``. A commit with nothing accepted
    writes no commit. Finally one ``apply``/``success`` operation row is logged.
 
+Erased text (zkr's own, docs/erase.md "Replicas"): the batch's blank-shaped records (copies a
+peer's ``erase`` blanked) whose stored rows still hold the text make this replica erase the
+tombstoned sources behind them (:func:`zkr.store.erase.erase_blanked`) before the passes, and
+again after them for sources the batch itself tombstoned; in between, their kind rules see the
+stored text put back (:func:`zkr.store.erase.restore_text`), so a copy passes or fails as the
+record it was blanked from. The WAL is truncated after the transaction. A batch without
+blank-shaped records is applied exactly as above.
+
 Layout: this module parses (:func:`zkr.store.records.parse_commit`), validates and drives one
 :class:`~zkr.store.apply_batch.Batch` (the ledger, the presence caches, the commit loop) over
 the passes of :mod:`zkr.store.apply_kinds` (one function per record kind).
@@ -34,6 +42,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 
 from zkr.errors import InvalidInput
 from zkr.model import ApplyRequest, ApplyResult
@@ -42,8 +51,9 @@ from zkr.store.apply_batch import Batch
 from zkr.store.apply_kinds import PASSES
 from zkr.store.db import write_tx
 from zkr.store.derived import log_operation
+from zkr.store.erase import erase_blanked, secure_delete, truncate_wal
 from zkr.store.export import EXPORT_FORMAT, SCHEMA_VERSION
-from zkr.store.records import Commit, parse_commit
+from zkr.store.records import Commit, blank_shaped, parse_commit
 from zkr.text import require_scope
 
 __all__ = ["apply", "parse_commit"]
@@ -96,10 +106,18 @@ def apply(conn: sqlite3.Connection, req: ApplyRequest) -> ApplyResult:
         "records_applied": 0,
         "records_skipped": 0,
     }
+    blanked = [(c, e) for c in commits for e in c.events if blank_shaped(e.record)]
+    erased = False
+    secure: AbstractContextManager[None] = secure_delete(conn) if blanked else nullcontext()
     # store.db gives every connection a 64 MiB page cache, which bulk batches rely on.
-    with write_tx(conn):
+    with secure, write_tx(conn):
         (applied_at,) = conn.execute("SELECT unixepoch()").fetchone()
+        blank_records = [event.record for _, event in blanked]
+        if blanked:
+            # Tombstoned before the batch: erase first, so the copies are ledger hits or match.
+            erased = erase_blanked(conn, req.tenant_id, req.person_id, blank_records)
         batch = Batch(conn, req.tenant_id, req.person_id, applied_at)
+        batch.blank = {(commit.sequence, event.index) for commit, event in blanked}
         batch.load_ledger(commits)
         for commit in commits:
             accepted = batch.apply_commit(commit, PASSES)
@@ -119,6 +137,11 @@ def apply(conn: sqlite3.Connection, req: ApplyRequest) -> ApplyResult:
             else:
                 counts["commits_skipped"] += 1
         batch.write_ledger()
+        if blanked:
+            # Tombstoned by the batch itself (a replica that had not applied the deletion).
+            erased = erase_blanked(conn, req.tenant_id, req.person_id, blank_records) or erased
         # spec/sync.md §4.3: one operation row per call, even for an empty batch.
         log_operation(conn, req.tenant_id, req.person_id, "apply", applied_at)
+    if erased:
+        truncate_wal(conn)
     return ApplyResult(**counts)

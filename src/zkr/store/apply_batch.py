@@ -13,6 +13,7 @@ from typing import Any
 
 from zkr.errors import InvalidInput
 from zkr.store.derived import APPLY_SYNC, drop_fts, enqueue_repair
+from zkr.store.erase import restore_text
 from zkr.store.feed import Record
 from zkr.store.records import Commit, Event
 
@@ -70,6 +71,9 @@ class Batch:
         self.present: set[tuple[str, str]] = set()
         self.absent: dict[str, set[str]] = {kind: set() for kind in _TABLES}
         self.foreign: dict[str, set[str]] = {kind: set() for kind in _TABLES}
+        # (sequence, event index) of blank-shaped records (docs/erase.md "Replicas"): their
+        # kind rules see the stored text put back (zkr.store.erase.restore_text).
+        self.blank: set[tuple[int, int]] = set()
 
     # -- driver (spec/sync.md §4.3-4.4)
 
@@ -123,7 +127,10 @@ class Batch:
                 key = (event.kind, event.record_id, event.payload_hash)
                 if key in self.ledger:
                     continue
-                handler(self, event.record["record"])
+                record = event.record
+                if (commit.sequence, event.index) in self.blank:
+                    record = restore_text(self.conn, *self.scope, record)
+                handler(self, record["record"])
                 self.ledger.add(key)
                 accepted.append(event)
                 if kind == "source":

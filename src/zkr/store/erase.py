@@ -21,25 +21,43 @@ checkpointed and truncated, so no byte of the erased text is left in the file or
 (tests/test_erase.py scans both). ``dry_run`` (the default) reports what would be erased and
 writes nothing.
 
-Replicas: no feed record kind can say "erased" (the reference would reject a new kind), so erase
-does not travel. It is deterministic on tombstones, which do travel: running ``erase`` on each
-replica once the deletions have been applied erases the same text there. A replica that has not
-erased and re-reads rewritten pages from the start sees a changed source payload and fails with
-the usual ``conflicts with the stored source payload``: erase the replica first.
+Replicas (docs/erase.md "Replicas"): no feed record kind can say "erased" (the reference would
+reject a new kind), so erase travels as blanked copies of records peers already hold:
+
+* ``propagate`` (default true) appends **one commit** holding the blanked current ``source``
+  record of every source whose text this call removed (``recorded_at``: their latest
+  ``deleted_at``), so replicas following the feed by cursor see the erasure;
+* :func:`erase_blanked` is ``apply``'s side: before a batch is applied, a blank-shaped record
+  (``records.blank_shaped``) whose stored row in scope still holds text, under a tombstoned
+  source, makes this replica erase those sources first (same rules, its own propagation
+  commit), so the blanked copy then matches the stored row instead of conflicting. ``apply``
+  erases nothing where the reference would accept the record, only where it would refuse it
+  as a conflict.
+* erase ledgers, for every stored payload it blanks, the hash of the original and of the
+  blanked form (``memory_applied_records``): a copy of either that comes back later (an echo,
+  a re-read of rewritten pages, another replica's propagation commit) is a ledger hit, not a
+  conflict or a revived row.
+
+A replica still holding the source *live* cannot erase it (the deletion has not reached it);
+a blanked copy then conflicts as before, until the deletion has been applied.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from zkr.codec import canonical
 from zkr.errors import InvalidInput
 from zkr.model import EraseReport, EraseRequest
-from zkr.store import search_index
+from zkr.store import feed, search_index
 from zkr.store.db import read_tx, write_tx
 from zkr.store.derived import drop_fts_of, optimize_fts
+from zkr.store.feed import Record
+from zkr.store.records import blank, hash_payload, record_identity, text_fields
 from zkr.text import require_scope
 
 
@@ -109,11 +127,29 @@ def _collect(conn: sqlite3.Connection, req: EraseRequest) -> dict[str, Any]:
         "  FROM claims WHERE id IN (SELECT value FROM json_each(:claims))), 0)",
         params,
     ).fetchone()
+    # Sources this call takes text from (their content, a quote, or an erasable claim's text):
+    # the ones the propagation commit carries. A second erase finds none.
+    fresh = [
+        row[0]
+        for row in conn.execute(
+            "SELECT s.id FROM sources s WHERE s.id IN (SELECT value FROM json_each(:sources))"
+            " AND (s.content <> ''"
+            "  OR EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.quote <> '')"
+            "  OR EXISTS (SELECT 1 FROM evidence e"
+            "   JOIN claim_evidence ce ON ce.evidence_id = e.id"
+            "   JOIN claims c ON c.id = ce.claim_id"
+            "   WHERE e.source_id = s.id AND c.id IN (SELECT value FROM json_each(:claims))"
+            "   AND (c.subject <> '' OR c.predicate <> '' OR c.value <> '')))"
+            " ORDER BY s.id",
+            params,
+        )
+    ]
     events = _affected_events(conn, params)
     return {
         "sources": sources,
         "evidence": evidence,
         "claims": claims,
+        "fresh": fresh,
         "events": events,
         "text_bytes": text_bytes,
     }
@@ -146,20 +182,7 @@ def _affected_events(conn: sqlite3.Connection, params: dict[str, Any]) -> list[t
 
 def _blank(payload: str) -> str:
     """The canonical payload with its text fields blanked (field order kept)."""
-    envelope = json.loads(payload)
-    record = envelope["record"]
-    kind = envelope["kind"]
-    if kind == "source":
-        record["source"]["content"] = ""
-    elif kind == "evidence":
-        record["evidence"]["quote"] = ""
-    elif kind == "claim":
-        record.update(subject="", predicate="", value="")
-    elif kind == "profile":
-        record.update(key="", value="")
-    elif kind == "daily_review":
-        record["summary"] = ""
-    return canonical(envelope)
+    return canonical(blank(json.loads(payload)))
 
 
 def _report(found: dict[str, Any], dry_run: bool, wal_truncated: bool | None = None) -> EraseReport:
@@ -174,77 +197,224 @@ def _report(found: dict[str, Any], dry_run: bool, wal_truncated: bool | None = N
     )
 
 
+_LEDGER_INSERT = (
+    "INSERT OR IGNORE INTO memory_applied_records (tenant_id, person_id, record_kind,"
+    " record_id, payload_hash, applied_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def _ledger(
+    conn: sqlite3.Connection, tenant: str, person: str, payloads: Iterable[str], now: int
+) -> None:
+    """Ledger rows (spec/sync.md §2 layout) for stored payloads, so a copy arriving later is a
+    ledger hit (§4.3 step 3) rather than a conflict with the blanked row."""
+    rows = []
+    for payload in payloads:
+        kind, record_id = record_identity(json.loads(payload))
+        rows.append((tenant, person, kind, record_id, hash_payload(payload), now))
+    conn.executemany(_LEDGER_INSERT, rows)
+
+
+def _write(
+    conn: sqlite3.Connection, tenant: str, person: str, found: dict[str, Any], propagate: bool
+) -> None:
+    """Blank what ``_collect`` found, inside the caller's write transaction (secure_delete on)."""
+    params = {
+        "t": tenant,
+        "p": person,
+        "sources": _ids(found["sources"]),
+        "evidence": _ids(found["evidence"]),
+        "claims": _ids(found["claims"]),
+    }
+    (now,) = conn.execute("SELECT unixepoch()").fetchone()
+    conn.execute(
+        "UPDATE sources SET content = '' WHERE id IN (SELECT value FROM json_each(:sources))",
+        params,
+    )
+    conn.execute(
+        "UPDATE evidence SET quote = '' WHERE id IN (SELECT value FROM json_each(:evidence))",
+        params,
+    )
+    conn.execute(
+        "UPDATE claims SET subject = '', predicate = '', value = ''"
+        " WHERE id IN (SELECT value FROM json_each(:claims))",
+        params,
+    )
+    conn.execute(
+        "DELETE FROM profile_entries WHERE tenant_id = :t AND person_id = :p"
+        " AND claim_id IN (SELECT value FROM json_each(:claims))",
+        params,
+    )
+    drop_fts_of(conn, found["sources"])
+    conn.execute(
+        "DELETE FROM embeddings WHERE tenant_id = :t AND person_id = :p AND ("
+        " (target_kind = 'source' AND target_id IN (SELECT value FROM json_each(:sources)))"
+        " OR (target_kind = 'evidence'"
+        "  AND target_id IN (SELECT value FROM json_each(:evidence)))"
+        " OR (target_kind = 'claim'"
+        "  AND target_id IN (SELECT value FROM json_each(:claims))))",
+        params,
+    )
+    kept: list[str] = []
+    for sequence, index in found["events"]:
+        (payload,) = conn.execute(
+            "SELECT payload FROM memory_export_events"
+            " WHERE commit_sequence = ? AND event_index = ?",
+            (sequence, index),
+        ).fetchone()
+        blanked = _blank(payload)
+        kept += (payload, blanked)
+        conn.execute(
+            "UPDATE memory_export_events SET payload = ?"
+            " WHERE commit_sequence = ? AND event_index = ?",
+            (blanked, sequence, index),
+        )
+    _ledger(conn, tenant, person, kept, now)
+    if found["fresh"] and propagate:
+        records = [feed.source_record(conn, source_id) for source_id in found["fresh"]]
+        recorded_at = max(record["record"]["source"]["deleted_at"] for record in records)
+        feed.append_commit(conn, tenant, person, recorded_at, records)
+        _ledger(conn, tenant, person, (canonical(record) for record in records), now)
+    if found["sources"]:
+        # Merge FTS segments so no index page keeps the erased terms; zkr's own
+        # search index is rebuildable, so it is dropped and rebuilt on the next search.
+        optimize_fts(conn)
+        search_index.drop(conn)
+
+
+@contextmanager
+def secure_delete(conn: sqlite3.Connection) -> Iterator[None]:
+    """``PRAGMA secure_delete = ON`` for the block (freed cells and pages are zeroed), then the
+    connection's previous setting. Allowed inside a transaction."""
+    (previous,) = conn.execute("PRAGMA secure_delete").fetchone()
+    conn.execute("PRAGMA secure_delete = ON")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA secure_delete = {int(previous)}")
+
+
+def truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Checkpoint and truncate the WAL (it holds the earlier page images); false when another
+    connection keeps it in use."""
+    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    return bool(busy == 0)
+
+
 def erase(conn: sqlite3.Connection, req: EraseRequest) -> EraseReport:
     """Erase (or with ``dry_run`` report) the text of tombstoned sources; see the module doc.
 
     Returns an :class:`~zkr.model.EraseReport` (``dry_run``, ``source_ids``, counts) and, when
     erasing, ``wal_truncated`` (false when another connection kept the WAL in use: run again or
-    checkpoint later to drop the old copies from it). Raises ``InvalidInput`` when a named
+    checkpoint later to drop the old copies from it). With ``propagate`` (default) a commit of
+    the blanked source records is appended for replicas. Raises ``InvalidInput`` when a named
     source is not in scope or not deleted.
     """
     require_scope(req.tenant_id, req.person_id)
     if req.dry_run:
         with read_tx(conn):
             return _report(_collect(conn, req), True)
-    (previous,) = conn.execute("PRAGMA secure_delete").fetchone()
-    conn.execute("PRAGMA secure_delete = ON")
-    try:
-        with write_tx(conn):
-            found = _collect(conn, req)
-            params = {
-                "t": req.tenant_id,
-                "p": req.person_id,
-                "sources": _ids(found["sources"]),
-                "evidence": _ids(found["evidence"]),
-                "claims": _ids(found["claims"]),
-            }
-            conn.execute(
-                "UPDATE sources SET content = ''"
-                " WHERE id IN (SELECT value FROM json_each(:sources))",
-                params,
-            )
-            conn.execute(
-                "UPDATE evidence SET quote = ''"
-                " WHERE id IN (SELECT value FROM json_each(:evidence))",
-                params,
-            )
-            conn.execute(
-                "UPDATE claims SET subject = '', predicate = '', value = ''"
-                " WHERE id IN (SELECT value FROM json_each(:claims))",
-                params,
-            )
-            conn.execute(
-                "DELETE FROM profile_entries WHERE tenant_id = :t AND person_id = :p"
-                " AND claim_id IN (SELECT value FROM json_each(:claims))",
-                params,
-            )
-            drop_fts_of(conn, found["sources"])
-            conn.execute(
-                "DELETE FROM embeddings WHERE tenant_id = :t AND person_id = :p AND ("
-                " (target_kind = 'source' AND target_id IN (SELECT value FROM json_each(:sources)))"
-                " OR (target_kind = 'evidence'"
-                "  AND target_id IN (SELECT value FROM json_each(:evidence)))"
-                " OR (target_kind = 'claim'"
-                "  AND target_id IN (SELECT value FROM json_each(:claims))))",
-                params,
-            )
-            for sequence, index in found["events"]:
-                (payload,) = conn.execute(
-                    "SELECT payload FROM memory_export_events"
-                    " WHERE commit_sequence = ? AND event_index = ?",
-                    (sequence, index),
-                ).fetchone()
-                conn.execute(
-                    "UPDATE memory_export_events SET payload = ?"
-                    " WHERE commit_sequence = ? AND event_index = ?",
-                    (_blank(payload), sequence, index),
-                )
-            if found["sources"]:
-                # Merge FTS segments so no index page keeps the erased terms; zkr's own
-                # search index is rebuildable, so it is dropped and rebuilt on the next search.
-                optimize_fts(conn)
-                search_index.drop(conn)
-    finally:
-        conn.execute(f"PRAGMA secure_delete = {int(previous)}")
-    busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
-    return _report(found, False, busy == 0)
+    with secure_delete(conn), write_tx(conn):
+        found = _collect(conn, req)
+        _write(conn, req.tenant_id, req.person_id, found, req.propagate)
+    return _report(found, False, truncate_wal(conn))
+
+
+# --------------------------------------------------------------------------- apply's side
+
+# The tombstoned sources behind a blank-shaped record whose stored row (in scope) still holds
+# the text it blanks: the records the reference's apply would refuse as a conflict
+# (spec/sync.md §4.5: source content, evidence quote, claim text, a profile's backing claim,
+# a review's summary). :t/:p scope, :id the record's id (for a profile, its claim_id).
+_LINKED = (
+    "SELECT e.source_id FROM claims c"
+    " JOIN claim_evidence ce ON ce.claim_id = c.id AND ce.tenant_id = :t AND ce.person_id = :p"
+    " JOIN evidence e ON e.id = ce.evidence_id"
+    " WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p"
+)
+_BEHIND = {
+    "source": "SELECT s.id FROM sources s WHERE s.id = :id AND s.tenant_id = :t"
+    " AND s.person_id = :p AND s.content <> ''",
+    "evidence": "SELECT e.source_id FROM evidence e WHERE e.id = :id AND e.tenant_id = :t"
+    " AND e.person_id = :p AND e.quote <> ''",
+    "claim": f"{_LINKED} AND (c.subject <> '' OR c.predicate <> '' OR c.value <> '')",
+    "profile": f"{_LINKED} AND (c.predicate <> '' OR c.value <> '')",
+    "daily_review": "SELECT e.source_id FROM daily_reviews r, json_each(r.evidence_ids) j"
+    " JOIN evidence e ON e.id = j.value"
+    " WHERE r.id = :id AND r.tenant_id = :t AND r.person_id = :p AND r.summary <> ''",
+}
+
+
+def _record_id(record: Record) -> str:
+    """The row id a blank-shaped record's text lives in (a profile's: its backing claim)."""
+    body = record["record"]
+    kind = record["kind"]
+    if kind == "source" or kind == "evidence":
+        return str(body[kind]["id"])
+    return str(body["claim_id"] if kind == "profile" else body["id"])
+
+
+def erase_blanked(
+    conn: sqlite3.Connection, tenant: str, person: str, records: list[Record]
+) -> bool:
+    """``apply``'s side of erase, inside its write transaction before the batch is applied.
+
+    ``records`` are the batch's blank-shaped records (``records.blank_shaped``). The tombstoned
+    sources in scope behind those whose stored row still holds text are erased here, with their
+    own propagation commit, so the blanked copies match what is stored. Returns whether
+    anything was erased (the caller then truncates the WAL).
+    """
+    sources: set[str] = set()
+    for record in records:
+        params = {"t": tenant, "p": person, "id": _record_id(record)}
+        sources.update(row[0] for row in conn.execute(_BEHIND[record["kind"]], params))
+    if not sources:
+        return False
+    tombstoned = [
+        row[0]
+        for row in conn.execute(
+            "SELECT s.id FROM json_each(?) j JOIN sources s ON s.id = j.value"
+            " AND s.tenant_id = ? AND s.person_id = ? AND s.deleted_at IS NOT NULL",
+            (_ids(sorted(sources)), tenant, person),
+        )
+    ]
+    if not tombstoned:
+        return False
+    found = _collect(conn, EraseRequest(tenant, person, sorted(tombstoned), dry_run=False))
+    if found["text_bytes"] == 0:
+        return False
+    _write(conn, tenant, person, found, propagate=True)
+    return True
+
+
+# The text a stored row holds for a record's blanked fields, in ``records.ERASABLE_TEXT``
+# order (a profile's text is its backing claim's predicate and value, spec/sync.md §4.5).
+_STORED_TEXT = {
+    "source": "SELECT content FROM sources WHERE id = :id AND tenant_id = :t AND person_id = :p",
+    "evidence": "SELECT quote FROM evidence WHERE id = :id AND tenant_id = :t AND person_id = :p",
+    "claim": "SELECT subject, predicate, value FROM claims"
+    " WHERE id = :id AND tenant_id = :t AND person_id = :p",
+    "profile": "SELECT predicate, value FROM claims"
+    " WHERE id = :id AND tenant_id = :t AND person_id = :p",
+    "daily_review": "SELECT summary FROM daily_reviews"
+    " WHERE id = :id AND tenant_id = :t AND person_id = :p",
+}
+
+
+def restore_text(conn: sqlite3.Connection, tenant: str, person: str, record: Record) -> Record:
+    """A blank-shaped record as ``apply``'s kind rules should see it: when the stored row (in
+    scope) still holds the text, a copy carrying that text, else ``record`` itself.
+
+    Feed records never change their text (§4.5 compares it), so a blanked copy agrees with the
+    record it was blanked from on everything else; applied with the text put back it passes
+    or fails exactly as that record would. Its ledger row and feed payload stay the blanked
+    ones (``apply`` never appends text it is about to erase).
+    """
+    params = {"t": tenant, "p": person, "id": _record_id(record)}
+    row = conn.execute(_STORED_TEXT[record["kind"]], params).fetchone()
+    if row is None or not any(row):
+        return record
+    restored: Record = json.loads(canonical(record))
+    for value, (target, name) in zip(row, text_fields(restored), strict=True):
+        target[name] = value
+    return restored

@@ -277,14 +277,54 @@ def record_identity(record: Record) -> tuple[str, str]:
     return kind, expect_str(body["id"])
 
 
+# The text fields ``erase`` blanks, per record kind (docs/erase.md): paths inside the body.
+ERASABLE_TEXT: dict[str, tuple[tuple[str, ...], ...]] = {
+    "source": (("source", "content"),),
+    "evidence": (("evidence", "quote"),),
+    "claim": (("subject",), ("predicate",), ("value",)),
+    "profile": (("key",), ("value",)),
+    "daily_review": (("summary",),),
+}
+
+
+def text_fields(record: Record) -> list[tuple[dict[str, Any], str]]:
+    """(object, key) of each text field ``erase`` blanks in a record, in ERASABLE_TEXT order."""
+    out = []
+    for path in ERASABLE_TEXT.get(record["kind"], ()):
+        body = record["record"]
+        for step in path[:-1]:
+            body = body[step]
+        out.append((body, path[-1]))
+    return out
+
+
+def blank_shaped(record: Record) -> bool:
+    """Whether the record has text ``erase`` blanks and all of it is ``""`` (a parsed record,
+    or a stored payload's JSON)."""
+    fields = text_fields(record)
+    return bool(fields) and not any(body[name] for body, name in fields)
+
+
+def blank(record: Record) -> Record:
+    """The record with every text field ``erase`` blanks set to ``""``, in place (field order
+    kept, so its canonical form is the blanked payload); returns it."""
+    for body, name in text_fields(record):
+        body[name] = ""
+    return record
+
+
 __all__ = [
     "DELETION_TARGETS",
+    "ERASABLE_TEXT",
     "RECORD_KINDS",
+    "blank",
+    "blank_shaped",
     "canonical_payload",
     "hash_payload",
     "parse_record",
     "payload_hash",
     "record_identity",
+    "text_fields",
 ]
 
 
