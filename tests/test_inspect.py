@@ -165,6 +165,33 @@ def test_lookup_shows_two_coexisting_values(db: MemoryDb) -> None:
     assert [c.claim["value"] for c in sam.lookup("alex", "lives_in")] == ["Lisbon", "Berlin"]
 
 
+@pytest.mark.parametrize(
+    ("stored", "asked"),
+    [
+        ("ÉLODIE", "élodie"),
+        ("élodie", "Elodie"),
+        ("Straße", "STRASSE"),
+        ("strasse", "STRAßE"),
+        ("Ｓａｍ", "sam"),  # full-width letters (NFKC)
+        ("ΟΔΥΣΣΕΑΣ", "οδυσσέας"),  # final sigma and tonos
+    ],
+)
+def test_lookup_folds_beyond_ascii(db: MemoryDb, stored: str, asked: str) -> None:
+    """Subject and predicate are compared after search's folding (store/terms.py), both ways."""
+    me = db.scope(T, P)
+    kept = me.remember(
+        f"{stored} lives in Lyon",
+        recorded_at=10,
+        claim={"subject": stored, "predicate": f"wohnort_{stored}", "value": "Lyon"},
+    )
+    other = {"subject": "x" + stored, "predicate": f"wohnort_{stored}", "value": "v"}
+    me.remember("someone else", recorded_at=11, claim=other)
+    for subject, predicate in ((asked, f"WOHNORT_{asked}"), (stored, f"wohnort_{stored}")):
+        assert [c.claim["id"] for c in me.lookup(subject, predicate)] == [kept.claim_id]
+    assert me.lookup(asked + "s", f"wohnort_{asked}") == []
+    assert me.lookup(asked, "wohnort") == []
+
+
 def test_lookup_cli_and_validation(db_path: str) -> None:
     cli(db_path, "remember", sam_acme(T, P)).json()
     request = {"tenant_id": T, "person_id": P, "subject": "Sam", "predicate": "employer"}

@@ -8,6 +8,7 @@ content and its evidence quotes are ``null`` here.
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 from typing import Any
@@ -30,6 +31,7 @@ from zkr.model import (
 )
 from zkr.store import eligibility
 from zkr.store.db import read_tx
+from zkr.store.terms import fold
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 
 # --------------------------------------------------------------------------- record shapes
@@ -304,11 +306,21 @@ def _evidence(
 # --------------------------------------------------------------------------- lookup
 
 
+@functools.lru_cache(maxsize=4096)
+def _fold(value: object) -> str | None:
+    """``zkr_fold(x)``: search's folding (:func:`zkr.store.terms.fold`) of a stored text;
+    cached, as one scope repeats few subjects and predicates. A non-text cell of a damaged file
+    folds to NULL (it equals nothing)."""
+    return fold(value) if isinstance(value, str) else None
+
+
 def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
     """The claims for ``(subject, predicate)`` that search could cite: live ones, or with
     ``as_of`` the ones visible at that (valid, recorded) point (spec/retrieval.md §4).
 
-    Subject and predicate match exactly, ASCII case-insensitively. Each claim is returned with
+    Subject and predicate match after search's folding (:func:`zkr.store.terms.fold`: NFKC,
+    Unicode case folding, combining accents removed: ``ÉLODIE`` = ``élodie`` = ``Elodie``,
+    ``STRASSE`` = ``straße``), otherwise exactly. Each claim is returned with
     ``evidence_ids``: its live (or then-visible) supporting evidence, smallest id first; a claim
     with none is not returned, as search would not cite it. Newest ``valid_time.from`` first,
     then newest ``recorded_time.from``, then id. Several results mean several values hold at
@@ -320,8 +332,8 @@ def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
     params: dict[str, Any] = {
         "t": req.tenant_id,
         "p": req.person_id,
-        "subject": req.subject,
-        "predicate": req.predicate,
+        "subject": fold(req.subject),
+        "predicate": fold(req.predicate),
     }
     if req.as_of is None:
         claim_rule = eligibility.live_claim("c")
@@ -341,11 +353,12 @@ def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
          ORDER BY e.id))
     FROM claims c
     WHERE c.tenant_id = :t AND c.person_id = :p
-      AND c.subject = :subject COLLATE NOCASE AND c.predicate = :predicate COLLATE NOCASE
       AND {claim_rule}
+      AND zkr_fold(c.predicate) = :predicate AND zkr_fold(c.subject) = :subject
     ORDER BY c.valid_from DESC, c.recorded_from DESC, c.id
     """
     out = []
+    conn.create_function("zkr_fold", 1, _fold, deterministic=True)
     with read_tx(conn):
         for row in conn.execute(sql, params):
             evidence_ids = json.loads(row[13])
