@@ -246,6 +246,59 @@ def test_browse_pages_through_everything_newest_first(db: MemoryDb) -> None:
     assert seen == [("source", 20), ("claim", 20), *[("source", 16 - i) for i in range(7)]]
 
 
+def browse_all(sam: Any, limit: int, **filters: Any) -> list[tuple[int, str, str]]:
+    seen: list[tuple[int, str, str]] = []
+    cursor = None
+    while True:
+        page = sam.browse(limit=limit, before=cursor, **filters)
+        seen += [(item["recorded_at"], item["type"], item["id"]) for item in page.items]
+        if page.next is None:
+            return seen
+        cursor = page.next
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 5, 100])
+def test_browse_pages_equal_the_whole_order_with_ties(db: MemoryDb, limit: int) -> None:
+    """Many sources and claims share recorded times: every page size yields the one order
+    (recorded time, then source before claim, then id, all descending), each item once."""
+    sam = db.scope(T, P)
+    for i in range(12):
+        claim = {"subject": "a", "predicate": f"p{i}", "value": "v"} if i % 3 else None
+        sam.remember(f"note {i}", recorded_at=10 + i % 4, claim=claim)
+    everything = browse_all(sam, 100)
+    assert len(everything) == 12 + 8
+    assert everything == sorted(everything, reverse=True)
+    assert browse_all(sam, limit) == everything
+    claims = browse_all(sam, limit, records="claims")
+    assert claims == [row for row in everything if row[1] == "claim"]
+
+
+def test_browse_reads_along_the_recorded_time_indexes(db: MemoryDb) -> None:
+    """Each statement browse runs is one range of a zkr recorded-time index (store/indexes.py),
+    with no sort of the scope: checked with EXPLAIN QUERY PLAN, not timing."""
+    sam = db.scope(T, P)
+    for i in range(5):
+        claim = {"subject": "a", "predicate": "b", "value": f"{i}"}
+        sam.remember(f"note {i}", recorded_at=10 + i, claim=claim)
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    try:
+        first = sam.browse(limit=2)
+        assert first.next is not None
+        sam.browse(limit=2, before=first.next)
+        sam.browse(limit=2, before=first.next, kind="fact")
+        sam.browse(limit=2, records="sources")
+    finally:
+        db.conn.set_trace_callback(None)
+    listed = [sql for sql in statements if "ORDER BY" in sql]
+    assert len(listed) == 2 + 2 + 1 + 1
+    for sql in listed:
+        plan = " | ".join(row[3] for row in db.conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
+        index = "zkr_sources_recorded" if "FROM sources" in sql else "zkr_claims_recorded"
+        assert f"SEARCH {'sources' if 'FROM sources' in sql else 'claims'} USING" in plan, plan
+        assert index in plan and "TEMP B-TREE" not in plan, plan
+
+
 def test_browse_filters(db: MemoryDb) -> None:
     sam = db.scope(T, P)
     sam.remember("screen text", kind="screen", recorded_at=10)

@@ -41,6 +41,18 @@ EXTRA_INDEXES: dict[str, tuple[str, str]] = {
         "CREATE INDEX IF NOT EXISTS zkr_evidence_by_source_live"
         " ON evidence (tenant_id, person_id, source_id, deleted_at)",
     ),
+    # browse (store/inspect.py) reads a scope's sources and claims newest recorded first, from
+    # a cursor, a page at a time: each list is one index range, no sort of the scope.
+    "zkr_sources_recorded": (
+        "sources",
+        "CREATE INDEX IF NOT EXISTS zkr_sources_recorded"
+        " ON sources (tenant_id, person_id, recorded_at, id)",
+    ),
+    "zkr_claims_recorded": (
+        "claims",
+        "CREATE INDEX IF NOT EXISTS zkr_claims_recorded"
+        " ON claims (tenant_id, person_id, recorded_from, id)",
+    ),
     # correct/delete remove the profile entries backed by given claims.
     "zkr_profile_entries_by_claim": (
         "profile_entries",

@@ -377,6 +377,16 @@ _CLAIM_FILTERS: dict[str, type[Tier] | type[Status] | type[ProcessingState]] = {
 }
 
 
+def _sql_order(value: object) -> tuple[int, Any]:
+    """SQLite's order of values of any storage class (NULL, numbers, text, blob), so a damaged
+    file's odd cell sorts as SQLite would sort it instead of failing the comparison."""
+    if value is None:
+        return (0, 0)
+    if isinstance(value, int | float):
+        return (1, value)
+    return (2, value) if isinstance(value, str) else (3, value)
+
+
 def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
     """One page of the scope's sources and claims, newest recorded first (docs/inspect.md).
 
@@ -417,27 +427,38 @@ def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
         want_sources = False
         claim_where.append(f"{name} = :{name}")
         params[name] = value
-    parts = []
-    if want_sources:
-        parts.append(
-            "SELECT recorded_at AS at, 'source' AS type, id FROM sources"
-            f" WHERE {' AND '.join(source_where)}"
-        )
-    if want_claims:
-        parts.append(
-            "SELECT recorded_from AS at, 'claim' AS type, id FROM claims"
-            f" WHERE {' AND '.join(claim_where)}"
-        )
     limit = 20 if req.limit == 0 else bounded_limit(req.limit)
-    page_sql = f"SELECT at, type, id FROM ({' UNION ALL '.join(parts)})"
-    if req.before is not None:
-        page_sql += " WHERE (at, type, id) < (:b_at, :b_type, :b_id)"
-        params.update(b_at=req.before.recorded_at, b_type=req.before.type, b_id=req.before.id)
-    page_sql += " ORDER BY at DESC, type DESC, id DESC LIMIT :n"
     params["n"] = limit + 1
+    # Each list is read newest first along its zkr recorded-time index (store/indexes.py:
+    # zkr_sources_recorded, zkr_claims_recorded), at most limit + 1 rows, then the two are
+    # merged here: no sort of the scope. A type is constant within its list, so the cursor
+    # (at, type, id) < before becomes (at, id) < (before.at, before.id) for the cursor's own
+    # type, and at < before.at (sources, after a claim) or at <= before.at (claims, after a
+    # source) for the other: source sorts after claim (type DESC puts sources first).
+    arms: list[tuple[str, str]] = []
+    if want_sources:
+        arms.append(("source", "SELECT recorded_at, id FROM sources"))
+    if want_claims:
+        arms.append(("claim", "SELECT recorded_from, id FROM claims"))
+    page: list[tuple[int, str, str]] = []
+    queries = []
+    for kind, select in arms:
+        column = "recorded_at" if kind == "source" else "recorded_from"
+        where = list(source_where if kind == "source" else claim_where)
+        if req.before is not None:
+            params.update(b_at=req.before.recorded_at, b_id=req.before.id)
+            if req.before.type == kind:
+                where.append(f"({column}, id) < (:b_at, :b_id)")
+            else:
+                where.append(f"{column} {'<' if kind == 'source' else '<='} :b_at")
+        order = f"ORDER BY {column} DESC, id DESC LIMIT :n"
+        queries.append((kind, f"{select} WHERE {' AND '.join(where)} {order}"))
     items: list[dict[str, Any]] = []
     with read_tx(conn):
-        page = conn.execute(page_sql, params).fetchall() if parts else []
+        for kind, sql in queries:
+            page.extend((at, kind, id_) for at, id_ in conn.execute(sql, params))
+        page.sort(key=lambda row: (_sql_order(row[0]), row[1], _sql_order(row[2])), reverse=True)
+        del page[limit + 1 :]
         for at, kind, id_ in page[:limit]:
             if kind == "source":
                 row = conn.execute(
