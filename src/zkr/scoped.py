@@ -29,7 +29,7 @@ Results are the same typed values :class:`~zkr.MemoryDb` returns; errors the sam
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -271,6 +271,22 @@ class ScopedMemory:
     def repair(self, limit: int = 100) -> model.RepairResult:
         """Drain a bounded batch of the projection-repair outbox; returns the count handled."""
         return self.db.repair(model.LimitRequest(self.tenant_id, self.person_id, limit))
+
+    def embed_pending(
+        self,
+        model_setting: str | None = None,
+        batch: int = 64,
+        limit: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> model.EmbedPendingResult:
+        """Embed this scope's missing or stale projection inputs with the local model
+        (``zkr[embed]``; :meth:`zkr.MemoryDb.embed_pending` restricted to this tenant/person).
+        ``model_setting``: built-in name or model directory (default ``$ZKR_EMBED_MODEL``,
+        else the built-in model)."""
+        request = model.EmbedPendingRequest(
+            self.tenant_id, self.person_id, model_setting, batch, limit
+        )
+        return self.db.embed_pending(request, progress)
 
     # -- profiles and reviews
     def profile(

@@ -104,8 +104,7 @@ def fuse(lanes: list[list[Target]], limit: int) -> list[tuple[Target, int]]:
 
 
 def fuse_ranked(lanes: list[list[tuple[int, Target]]], limit: int) -> list[tuple[Target, int]]:
-    """:func:`fuse` over lanes given as ``(0-based rank, target)`` pairs (a lane may omit
-    targets that cannot reach the pack, see :func:`zkr.store.dense.fusion_ranks`)."""
+    """:func:`fuse` over lanes given as ``(0-based rank, target)`` pairs."""
     scores: dict[Target, int] = {}
     for lane in lanes:
         for rank, target in lane:

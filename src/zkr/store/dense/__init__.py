@@ -2,9 +2,9 @@
 
 Only imported when a search carries a ``query_embedding`` (it imports numpy; lexical searches
 never load it). Split by responsibility: :mod:`.kernels` (exact float32 arithmetic),
-:mod:`.cache` (decoded vectors and derived state per lane, the side file), :mod:`.mapping`
-(which rows survive and what each stands for, by :mod:`zkr.store.eligibility`'s rules); this
-module ranks and answers fusion.
+:mod:`.cache` (decoded vectors and derived state per lane, the side file), :mod:`.decode`
+(stored JSON vectors decoded in bulk), :mod:`.mapping` (which rows survive and what each stands
+for, by :mod:`zkr.store.eligibility`'s rules); this module ranks and answers fusion.
 
 **Validation first.** The query vector is checked (§5.1) and its dimension compared with the
 lane's before any bulk vector data is read: the lane comes from the warm cache, or from a few
@@ -15,10 +15,8 @@ keeps its best row's key (``maximum.reduceat`` over rows grouped by target); tar
 numbered in target order at refresh, so one sort of ``(inverted key << 32) | number`` yields
 §5.5's order, ties included.
 
-**Ranks for fusion.** Fusion only ever keeps ``limit`` items, so :func:`fusion_ranks` returns
-the first ``10 * limit + 100`` dense ranks plus the exact ranks of the lexical targets; no
-excluded target can reach the pack (proof in :func:`fusion_ranks`), so the pack is identical to
-fusing the complete list.
+**Fusion** (:mod:`zkr.store.fusion`) takes the first :data:`zkr.store.fusion.POOL` dense
+targets with their scores (:func:`scored`).
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ U32 = npt.NDArray[np.uint32]
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
 
-__all__ = ["clear_cache", "fusion_ranks", "fusion_window", "ranking", "scored"]
+__all__ = ["clear_cache", "ranking", "scored"]
 
 
 # --------------------------------------------------------------------------- ranking
@@ -57,10 +55,6 @@ class _Ranking:
     derived: Derived
     composite: U64
     best: U32  # per target number: its best row's order key
-
-    def rank_of(self, number: int) -> int:
-        value = _composite(self.best[number : number + 1], np.asarray([number], dtype=np.int64))
-        return int(np.searchsorted(self.composite, value[0]))
 
     def numbers(self, count: int) -> list[int]:
         numbers: list[int] = (
@@ -124,60 +118,6 @@ def ranking(
         return []
     derived = ranked.derived
     return [derived.target(i) for i in ranked.numbers(len(ranked.composite))]
-
-
-def fusion_window(limit: int, lexical: int | None = None) -> int:
-    """How many leading dense ranks fusion can need for a pack of ``limit`` items next to a
-    lexical list of ``lexical`` targets (at most ``4 * limit`` in search)."""
-    lexical = 4 * limit if lexical is None else lexical
-    return max(10 * limit + 100, 2 * (lexical + limit) + 100)
-
-
-def fusion_ranks(
-    conn: sqlite3.Connection,
-    tenant_id: str,
-    person_id: str,
-    query: QueryEmbedding,
-    lexical: Sequence[Target],
-    limit: int,
-) -> list[tuple[int, Target]]:
-    """``(rank, target)`` for the first ``K`` dense ranks (:func:`fusion_window`: ``10·L + 100``
-    when the lexical list holds ``4L`` targets), plus the exact dense rank of every lexical
-    target ranked lower.
-
-    Why fusing these gives the same pack as fusing the whole list (``L = limit``, ``X`` lexical
-    targets, ``f(r) = 1_000_000 // (61 + r)``): an omitted target is dense-only with rank
-    ``r ≥ K``, so its fused score is ``f(r) ≤ f(K)``. At least ``L`` of the first ``X + L``
-    dense ranks are dense-only, each fused ``≥ f(X + L − 1)``; with ``K ≥ 2(X + L) + 60``,
-    ``f(X + L − 1) − f(K) ≥ 4``, and the largest fused score ``M`` is at most 2·16393, so
-    ``4 · 10000 / M > 1``: those ``L`` targets have strictly more basis points than any
-    omitted one, which therefore never makes the pack; and ``M`` itself (≥ 16393 > f(K)) is
-    never omitted, so every kept target's basis points are unchanged.
-    """
-    ranked = _ranked(conn, tenant_id, person_id, query)
-    if ranked is None:
-        return []
-    derived = ranked.derived
-    # A raw Evidence target whose Source the lexical lane found is the same capture: it is
-    # reported as that Source, so that the capture takes one place in the pack (§14 #12).
-    merged = one_per_capture(
-        (Target(TargetKind.EVIDENCE, e) for e in derived.source_of), derived.source_of, lexical
-    )
-    window = min(fusion_window(limit, len(lexical)), len(ranked.composite))
-    out = []
-    for rank, number in enumerate(ranked.numbers(window)):
-        target = derived.target(number)
-        out.append((rank, merged.get(target, target)))
-    if len(ranked.composite) > window:
-        stands_in = {source: evidence for evidence, source in merged.items()}
-        for target in lexical:
-            found = derived.number(stands_in.get(target, target))
-            if found is None:
-                continue
-            rank = ranked.rank_of(found)
-            if rank >= window:
-                out.append((rank, target))
-    return out
 
 
 def scored(
