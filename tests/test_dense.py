@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import sqlite3
 import struct
 import subprocess
@@ -28,9 +29,11 @@ from zkr.model import (
     ClaimTierRequest,
     CorrectRequest,
     DeleteRequest,
+    Distance,
     ExportRequest,
     LimitRequest,
     LinkRequest,
+    Normalization,
     ProcessingState,
     QueryEmbedding,
     Relation,
@@ -694,24 +697,10 @@ def test_order_keys_total_order() -> None:
     assert list(keys) == sorted(keys) and len(set(keys.tolist())) == len(values)
 
 
-def test_fusion_window_is_wide_enough() -> None:
-    """The inequality behind dense.fusion_ranks: f(X + L − 1) − f(K) ≥ 4 for L in 1..100 and
-    any lexical list length X (4L in search)."""
-
-    def f(rank: int) -> int:
-        return 1_000_000 // (61 + rank)
-
-    for limit in range(1, 101):
-        assert f(5 * limit - 1) - f(dense.fusion_window(limit)) >= 4
-        for lexical in (0, 1, limit, 4 * limit, 10 * limit, 5000):
-            window = dense.fusion_window(limit, lexical)
-            assert f(lexical + limit - 1) - f(window) >= 4
-
-
 @pytest.mark.parametrize("seed", range(4))
 def test_truncated_dense_lane_gives_the_full_fusion(tmp_path: Path, seed: int) -> None:
-    """Hundreds of dense targets (more than the fusion window for small limits), lexical hits
-    deep in the dense list: the pack equals fusing the complete dense list."""
+    """Hundreds of dense targets (more than the fusion pool for small limits), lexical hits
+    deep in the dense list: the pack equals the reference's."""
     rng = random.Random(seed)
     words = ["alpha", "beta", "gamma", "delta", "omega"]
     with MemoryDb.open(str(tmp_path / "w.db")) as db:
@@ -812,20 +801,21 @@ def test_vector_only_hand_edit_needs_clear_cache(db: MemoryDb, db_path: str) -> 
 
 @pytest.fixture
 def vector_file(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """Write lane files for any lane size, and count decoded vectors."""
-    from zkr.store import embeddings, vectorfile
+    """Write lane files for any lane size, and count the rows whose vector is read (its
+    text decoded or zkr's float32 copy of it taken)."""
+    from zkr.store import vectorfile
 
     monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
     monkeypatch.setattr(vectorfile, "SAVE_AFTER", 1)
     monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
     decoded: list[object] = []
-    original = embeddings.decode_vector
+    original = dense_cache._decode_rows
 
-    def counting(text: object, *args: Any) -> Any:
-        decoded.append(text)
-        return original(text, *args)  # type: ignore[arg-type]
+    def counting(conn: Any, cache: Any, todo: list[int]) -> None:
+        decoded.extend(todo)
+        original(conn, cache, todo)
 
-    monkeypatch.setattr(dense_cache, "decode_vector", counting)
+    monkeypatch.setattr(dense_cache, "_decode_rows", counting)
     return decoded
 
 
@@ -1287,3 +1277,205 @@ def test_a_missing_trigger_means_a_new_log_generation(db: MemoryDb, db_path: str
     db.search(SearchRequest(T, P, "zzz", 5, QueryEmbedding([1.0, 0.0], M, V)))
     second = changes.mark(db.conn)
     assert second is not None and second.generation != first.generation
+
+
+# --------------------------------------------------------------------------- zkr's vector copies
+
+
+def _copies(path: str) -> dict[str, tuple[float, ...]]:
+    """target id -> zkr's float32 copy of its row's vector, read with plain sqlite3."""
+    conn = sqlite3.connect(path)
+    try:
+        rows = conn.execute(
+            "SELECT em.target_id, v.vector FROM zkr_vectors v"
+            " JOIN embeddings em ON em.rowid = v.row"
+        ).fetchall()
+    finally:
+        conn.close()
+    return {tid: struct.unpack(f"<{len(blob) // 4}f", blob) for tid, blob in rows}
+
+
+def _text_values(path: str, target_id: str) -> tuple[float, ...]:
+    conn = sqlite3.connect(path)
+    try:
+        (text,) = conn.execute(
+            "SELECT vector FROM embeddings WHERE target_id = ?", (target_id,)
+        ).fetchone()
+    finally:
+        conn.close()
+    return tuple(struct.unpack("<f", struct.pack("<f", x))[0] for x in json.loads(text))
+
+
+def test_copies_follow_every_write_to_their_rows(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    """``embed`` keeps a float32 copy equal to the stored text; any other write to the row (a
+    hand edit, a delete, a re-embed) drops or replaces it, and every search, in this process
+    or a fresh one, equals the row-by-row reference scorer."""
+    notes = [remember(db, f"note {i}") for i in range(5)]
+    for i, n in enumerate(notes):
+        embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+    req = SearchRequest(T, P, "zzz", 5, QueryEmbedding([1.0, 0.0], M, V))
+    copies = _copies(db_path)
+    assert set(copies) == {n.source_id for n in notes}
+    for n in notes:
+        assert copies[n.source_id] == _text_values(db_path, n.source_id)
+    check_against_reference(db, req)
+    # a hand edit of the vector alone (another writer): the trigger drops the copy
+    edit(
+        db_path,
+        "UPDATE embeddings SET vector = '[0.6,0.8]' WHERE target_id = ?",
+        (notes[0].source_id,),
+    )
+    assert notes[0].source_id not in _copies(db_path)
+    check_against_reference(db, req)
+    # a delete of the target's memory: its row stays (stale), the search hides it
+    db.delete(DeleteRequest(T, P, notes[1].source_id, 20))
+    check_against_reference(db, req)
+    # an embeddings row deleted by hand takes its copy with it
+    edit(db_path, "DELETE FROM embeddings WHERE target_id = ?", (notes[2].source_id,))
+    assert notes[2].source_id not in _copies(db_path)
+    # a re-embed writes a new copy of the new vector
+    embed(db, "source", notes[0].source_id, [0.0, 1.0])
+    assert _copies(db_path)[notes[0].source_id] == (0.0, 1.0)
+    first = check_against_reference(db, req)
+    dense.clear_cache()
+    shutil.rmtree(db_path + ".zkr-vectors", ignore_errors=True)
+    with MemoryDb.open(db_path) as fresh:
+        vector_file.clear()
+        assert check_against_reference(fresh, req) == first
+
+
+def test_a_copy_serves_only_the_row_it_was_written_for(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    """A VACUUM may renumber rowids without firing a trigger: a copy whose row now holds
+    another target is not used (its text is decoded instead)."""
+    a, b = remember(db, "first"), remember(db, "second")
+    embed(db, "source", a.source_id, [1.0, 0.0])
+    embed(db, "source", b.source_id, [0.0, 1.0])
+    conn = sqlite3.connect(db_path)
+    (ra,), (rb,) = (
+        conn.execute("SELECT rowid FROM embeddings WHERE target_id = ?", (x,)).fetchone()
+        for x in (a.source_id, b.source_id)
+    )
+    # swap the two copies' rows, as a renumbering would leave them
+    conn.execute("UPDATE zkr_vectors SET row = -1 WHERE row = ?", (ra,))
+    conn.execute("UPDATE zkr_vectors SET row = ? WHERE row = ?", (ra, rb))
+    conn.execute("UPDATE zkr_vectors SET row = ? WHERE row = -1", (rb,))
+    conn.commit()
+    conn.close()
+    dense.clear_cache()
+    shutil.rmtree(db_path + ".zkr-vectors", ignore_errors=True)
+    with MemoryDb.open(db_path) as fresh:
+        assert ranking(fresh, [1.0, 0.0])[0].id == a.source_id
+        assert ranking(fresh, [0.0, 1.0])[0].id == b.source_id
+
+
+def test_copies_are_dropped_with_a_missing_trigger(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    """A writer that ran while a trigger was missing may have left a copy stale: the next
+    search recreates the log, and every copy with it."""
+    a, b = remember(db, "first"), remember(db, "second")
+    embed(db, "source", a.source_id, [1.0, 0.0])
+    embed(db, "source", b.source_id, [0.0, 1.0])
+    edit(db_path, "DROP TRIGGER zkr_changes_embeddings_update")
+    edit(db_path, "UPDATE embeddings SET vector = '[0.0,1.0]' WHERE target_id = ?", (a.source_id,))
+    edit(db_path, "UPDATE embeddings SET vector = '[1.0,0.0]' WHERE target_id = ?", (b.source_id,))
+    assert len(_copies(db_path)) == 2  # stale: no trigger dropped them
+    dense.clear_cache()
+    shutil.rmtree(db_path + ".zkr-vectors", ignore_errors=True)
+    with MemoryDb.open(db_path) as fresh:
+        req = SearchRequest(T, P, "zzz", 2, QueryEmbedding([1.0, 0.0], M, V))
+        got = check_against_reference(fresh, req)
+        assert got[1]["items"][0]["memory"]["id"] == b.source_id
+    assert _copies(db_path) == {}
+
+
+DECODE_CASES = [
+    "[1,2]",
+    " [ 1 , 2.5e0 ]\n",
+    "[-0.0, 1E-45]",
+    "[3.4028235e38,1]",
+    "[3.4028236e38,1]",
+    "[1e39,1]",
+    "[1" + "0" * 400 + ",1]",
+    "[NaN,1]",
+    "[Infinity,1]",
+    "[-Infinity,1]",
+    "[true,1]",
+    "[false,1]",
+    "[null,1]",
+    '["1",1]',
+    "[[1],1]",
+    "[{},1]",
+    "[]",
+    "[1]",
+    "[1,2,3]",
+    "1,2",
+    "[1,2",
+    "[1,2] x",
+    "[01,1]",
+    "[1.,1]",
+    "[.5,1]",
+    "[+1,1]",
+    "[1,,2]",
+    "[1,2,]",
+    "]1,2[",
+    "[0.6,0.8]",
+    "[0.6,0.80001]",
+    "[0.6,0.81]",
+    "[1e-46,1]",
+    "[-1.5e+3,2]",
+]
+
+
+@pytest.mark.parametrize("normalization", [Normalization.NONE, Normalization.L2])
+def test_bulk_decoding_equals_decoding_each_cell(normalization: Normalization) -> None:
+    """zkr.store.dense.decode gives, cell by cell, what vectors.decode_vector gives, also
+    when bad cells share a batch with good ones (and for non-text cells)."""
+    from zkr.store.dense.decode import decode_texts
+    from zkr.store.vectors import LaneConfig, decode_vector
+
+    config = LaneConfig(2, normalization, Distance.COSINE)
+    cells: list[object] = [*DECODE_CASES, b"[1,2]", None, 3]
+    batches = [cells, [c for c in cells if c in ("[1,2]", "[0.6,0.8]")], cells[::-1]]
+    batches += [[c] for c in cells]
+    for batch in batches:
+        matrix, ok = decode_texts(batch, config)
+        for cell, row, good in zip(batch, matrix, ok, strict=True):
+            want = decode_vector(cell, 2, normalization)
+            assert bool(good) is (want is not None), cell
+            if want is not None:
+                assert row.tobytes() == np.asarray(want, dtype=np.float32).tobytes(), cell
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.floats(allow_nan=False, allow_infinity=False, width=32)
+            | st.integers(-(10**40), 10**40),
+            min_size=1,
+            max_size=4,
+        ),
+        min_size=1,
+        max_size=8,
+    ),
+    st.sampled_from([Normalization.NONE, Normalization.L2]),
+)
+def test_bulk_decoding_of_random_vectors(
+    vectors: list[list[float]], normalization: Normalization
+) -> None:
+    from zkr.store.dense.decode import decode_texts
+    from zkr.store.vectors import LaneConfig, decode_vector
+
+    config = LaneConfig(3, normalization, Distance.DOT)
+    cells: list[object] = [json.dumps(v) for v in vectors]
+    matrix, ok = decode_texts(cells, config)
+    for cell, row, good in zip(cells, matrix, ok, strict=True):
+        want = decode_vector(cell, 3, normalization)
+        assert bool(good) is (want is not None)
+        if want is not None:
+            assert row.tobytes() == np.asarray(want, dtype=np.float32).tobytes()

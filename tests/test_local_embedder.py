@@ -126,6 +126,13 @@ def test_lane_rows_are_ordinary_rows(db_path: str) -> None:
         magnitude = math.sqrt(sum(_f32(x) ** 2 for x in values))  # §11.2, float32 components
         assert abs(magnitude - 1.0) <= 1e-4
         assert type(created) is int and before - 5 <= created <= int(time.time()) + 5
+    # zkr's float32 copy of each row (zkr.store.changes.keep_copy) is exactly its text's value
+    copies = conn.execute(
+        "SELECT em.vector, v.vector FROM embeddings em JOIN zkr_vectors v ON v.row = em.rowid"
+    ).fetchall()
+    assert len(copies) == len(rows)
+    for text, blob in copies:
+        assert struct.unpack(f"<{len(blob) // 4}f", blob) == tuple(map(_f32, json.loads(text)))
     conn.close()
     with MemoryDb.open(db_path) as db:
         assert db.projections(ProjectionsRequest(T, P, model, version, 100)) == []
@@ -285,3 +292,89 @@ def test_serve_drains_and_searches_with_one_model_load(db_path: str) -> None:
     assert answers["drain"]["ok"]["embedded"] == 8
     for i in range(3):
         assert answers[f"q{i}"]["ok"]["items"][0]["excerpt"] == LACTOSE
+
+
+def test_the_scoped_handle_drains_its_own_scope(db_path: str) -> None:
+    """``MemoryDb.scope(...).embed_pending()`` embeds this tenant/person's inputs only."""
+    _fill(db_path)
+    with MemoryDb.open(db_path) as db:
+        remember(db, "Another person's note about cheese", at=40, t="t2", p="p2")
+        summary = db.scope(T, P).embed_pending()
+        assert (summary.scopes, summary.embedded) == (1, 8)
+        other = db.scope("t2", "p2").embed_pending(batch=1)
+        assert (other.scopes, other.embedded) == (1, 2)
+        assert db.scope(T, P).search("dairy").items[0].excerpt == LACTOSE
+
+
+def test_embed_pending_draws_a_progress_bar_on_a_terminal_only(db_path: str) -> None:
+    """On a terminal (a real pty as stderr) a progress bar; otherwise nothing on stderr. The
+    JSON summary is on stdout either way."""
+    import fcntl
+    import pty
+    import termios
+
+    _fill(db_path)
+    leader, follower = pty.openpty()
+    # a new pty has no size (0 columns): give it a terminal's, as a real one has
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", "--db", db_path, "embed-pending"],
+            input=b"{}",
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            timeout=120,
+            check=False,
+        )
+        os.close(follower)
+        follower = -1
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the terminal's other end is closed and drained
+                break
+            if not chunk:
+                break
+            shown += chunk
+    finally:
+        os.close(leader)
+        if follower >= 0:
+            os.close(follower)
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout)["embedded"] == 8
+    assert b"8/8" in shown and b"target" in shown  # tqdm's "8/8 [...] target/s"
+    with MemoryDb.open(db_path) as db:
+        remember(db, "a later note about milk", at=50)
+    piped = cli(db_path, "embed-pending", {})
+    assert piped.code == 0 and piped.stderr == ""
+    assert piped.json()["embedded"] == 2
+
+
+def test_a_large_drain_leaves_the_lane_ready_for_a_fresh_process(
+    db_path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A drain that wrote many rows refreshes the lane's side files itself, from the copies it
+    wrote: the next process searches without reading a vector of the lane."""
+    from zkr.store import embedpending, vectorfile
+    from zkr.store.dense import cache as dense_cache
+
+    monkeypatch.setattr(embedpending, "PRIME_AFTER", 1)
+    monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
+    monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
+    _fill(db_path)
+    with MemoryDb.open(db_path) as db:
+        db.embed_pending(EmbedPendingRequest())
+    side = Path(db_path + ".zkr-vectors")
+    assert len(list(side.glob("*.bin"))) == 1 and len(list(side.glob("*.lane"))) == 1
+    read: list[int] = []
+    original = dense_cache._decode_rows
+    monkeypatch.setattr(
+        dense_cache,
+        "_decode_rows",
+        lambda conn, cache, todo: (read.extend(todo), original(conn, cache, todo))[1],
+    )
+    dense_cache.clear_cache()
+    with MemoryDb.open(db_path) as fresh:
+        assert fresh.search(SearchRequest(T, P, "dairy", 3)).items[0].excerpt == LACTOSE
+    assert read == []

@@ -19,6 +19,15 @@ Layout:
   created. If a trigger goes missing (an old zkr, a hand edit), :func:`ensure` recreates the
   whole log under a new generation, so a cache from before can never be trusted across a gap.
 
+* ``zkr_vectors (row, lane, kind, target_id, created_at, vector)``: the float32 components of a
+  stored vector, written by zkr's own ``embed`` and ``embed-pending`` in the transaction that
+  writes the row (:func:`keep_copy`), so that no search has to parse that row's JSON
+  ``vector`` text (spec/retrieval.md §11.3 keeps the text binding; this is a rebuildable
+  copy). The ``embeddings`` triggers delete a row's copy on every insert, update or delete of
+  that row, whoever the writer, so a copy exists only while its row is exactly as zkr wrote
+  it; a copy is trusted only while the whole log is present (:func:`mark`), and recreating
+  the log drops every copy with it.
+
 The triggers are plain SQL, so every writer fires them: this zkr, another process, the
 reference, a hand edit through ``sqlite3``. A file zkr may not write gets no log (and caches
 are then verified row by row, as before).
@@ -55,9 +64,14 @@ def _triggers() -> dict[str, str]:
         for event, rows in (("INSERT", ("NEW",)), ("UPDATE", both), ("DELETE", ("OLD",))):
             values = ", ".join(f"({item.format(r=r)})" for r in rows for item in items)
             name = f"zkr_changes_{table}_{event.lower()}"
+            # any write to an embeddings row drops zkr's float32 copy of its vector (below)
+            drop = "".join(
+                f" DELETE FROM zkr_vectors WHERE row = {r}.rowid;"
+                for r in (rows if table == "embeddings" else ())
+            )
             out[name] = (
                 f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN"
-                f" INSERT INTO zkr_changes (item) VALUES {values}; END"
+                f" INSERT INTO zkr_changes (item) VALUES {values};{drop} END"
             )
     return out
 
@@ -67,7 +81,22 @@ _PRUNE = (
     "CREATE TRIGGER zkr_changes_prune AFTER INSERT ON zkr_changes WHEN NEW.seq % 4096 = 0"
     f" BEGIN DELETE FROM zkr_changes WHERE seq <= NEW.seq - {KEEP}; END"
 )
-_NAMES = (*TRIGGERS, "zkr_changes_prune", "zkr_changes", "zkr_changes_meta")
+_TABLES_SQL = {
+    "zkr_changes": "CREATE TABLE zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT)",
+    "zkr_changes_meta": (
+        "CREATE TABLE zkr_changes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+    ),
+    # zkr's float32 copies of stored vectors (see the module docstring): ``row`` is the
+    # embeddings rowid, ``lane``/``kind``/``target_id``/``created_at`` the row it was written
+    # for (a VACUUM may renumber rowids without firing a trigger), ``vector`` little-endian
+    # float32 components
+    "zkr_vectors": (
+        "CREATE TABLE zkr_vectors (row INTEGER PRIMARY KEY, lane TEXT NOT NULL,"
+        " kind TEXT NOT NULL, target_id TEXT NOT NULL, created_at INTEGER NOT NULL,"
+        " vector BLOB NOT NULL)"
+    ),
+}
+_NAMES = (*TRIGGERS, "zkr_changes_prune", *_TABLES_SQL)
 
 
 class Mark(NamedTuple):
@@ -80,7 +109,9 @@ class Mark(NamedTuple):
 def _present(conn: sqlite3.Connection) -> bool:
     names = {
         row[0]
-        for row in conn.execute("SELECT name FROM sqlite_master WHERE name GLOB 'zkr_changes*'")
+        for row in conn.execute(
+            "SELECT name FROM sqlite_master WHERE name GLOB 'zkr_changes*' OR name = 'zkr_vectors'"
+        )
     }
     return all(name in names for name in _NAMES)
 
@@ -99,13 +130,10 @@ def ensure(conn: sqlite3.Connection) -> bool:
             conn.execute("COMMIT")
             return True
         for name in _NAMES:
-            kind = "TABLE" if name in ("zkr_changes", "zkr_changes_meta") else "TRIGGER"
+            kind = "TABLE" if name in _TABLES_SQL else "TRIGGER"
             conn.execute(f"DROP {kind} IF EXISTS {name}")
-        conn.execute("CREATE TABLE zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT)")
-        conn.execute(
-            "CREATE TABLE zkr_changes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
-            " WITHOUT ROWID"
-        )
+        for sql in _TABLES_SQL.values():
+            conn.execute(sql)
         conn.execute(
             "INSERT INTO zkr_changes_meta VALUES ('generation', ?)", (os.urandom(16).hex(),)
         )
@@ -169,17 +197,71 @@ def lane_rowids(items: list[str], scope: tuple[str, str, str, str]) -> set[int]:
 
 # The rows whose state the given ids can change the mapping of (spec/retrieval.md §5.4, §7):
 # the ids themselves, evidence of sources among them, claims and evidence linked to any of
-# those, and the sources of all those evidence.
+# those, and the sources of all those evidence. Only rows of the lane's scope (:t, :p) can
+# change its mapping; the logged ids drive each join (CROSS JOIN), through the scope indexes.
 RELATED_SQL = """
 WITH ids(id) AS (SELECT value FROM json_each(:ids)),
 ev(id) AS (
   SELECT id FROM ids
-  UNION SELECT e.id FROM evidence e JOIN ids ON e.source_id = ids.id
-  UNION SELECT ce.evidence_id FROM claim_evidence ce JOIN ids ON ce.claim_id = ids.id
+  UNION SELECT e.id FROM ids CROSS JOIN evidence e
+    ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = ids.id
+  UNION SELECT ce.evidence_id FROM ids CROSS JOIN claim_evidence ce
+    ON ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = ids.id
 ),
-cl(id) AS (SELECT ce.claim_id FROM claim_evidence ce JOIN ev ON ce.evidence_id = ev.id)
+cl(id) AS (SELECT ce.claim_id FROM ev CROSS JOIN claim_evidence ce ON ce.evidence_id = ev.id)
 SELECT id FROM ids
 UNION SELECT id FROM ev
 UNION SELECT id FROM cl
-UNION SELECT e.source_id FROM evidence e JOIN ev ON e.id = ev.id
+UNION SELECT e.source_id FROM ev CROSS JOIN evidence e ON e.id = ev.id
 """
+
+
+# --------------------------------------------------------------------------- vector copies
+
+
+def keeps_copies(conn: sqlite3.Connection) -> bool:
+    """Whether this file has the log, and so the ``zkr_vectors`` table (ask once per write
+    transaction, before :func:`keep_copy`)."""
+    return _present(conn)
+
+
+def keep_copy(
+    conn: sqlite3.Connection,
+    rowid: int,
+    scope: tuple[str, str, str, str],
+    kind: str,
+    target_id: str,
+    created_at: int,
+    vector: bytes,
+) -> None:
+    """Record the float32 components (little-endian bytes) of the ``embeddings`` row
+    ``rowid`` just written in this transaction for ``scope`` (tenant, person, model, version),
+    ``kind``/``target_id`` with ``created_at``. Only for vectors that are well-formed for
+    that row (spec/retrieval.md §9.2): readers take the copy in place of the text."""
+    conn.execute(
+        "INSERT OR REPLACE INTO zkr_vectors (row, lane, kind, target_id, created_at, vector)"
+        " VALUES (?, ?, ?, ?, ?, ?)",
+        (rowid, "\x1f".join(scope), kind, target_id, created_at, vector),
+    )
+
+
+def copies(
+    conn: sqlite3.Connection, scope: tuple[str, str, str, str], rowids: list[int]
+) -> dict[int, tuple[str, str, int, bytes]]:
+    """The copies kept for ``rowids`` of ``scope``: rowid -> (kind, target id, created_at,
+    float32 bytes). The caller checks them against the row it read (a rowid may have been
+    renumbered by a VACUUM, which fires no trigger) and trusts them only under a complete
+    log (:func:`mark` is not ``None``)."""
+    lane = "\x1f".join(scope)
+    out: dict[int, tuple[str, str, int, bytes]] = {}
+    for offset in range(0, len(rowids), 512):
+        part = rowids[offset : offset + 512]
+        marks = ",".join("?" * len(part))
+        for row, row_lane, kind, target_id, created_at, vector in conn.execute(
+            "SELECT row, lane, kind, target_id, created_at, vector FROM zkr_vectors"
+            f" WHERE row IN ({marks})",
+            part,
+        ):
+            if row_lane == lane and isinstance(vector, bytes):
+                out[row] = (kind, target_id, created_at, vector)
+    return out

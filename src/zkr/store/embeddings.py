@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from zkr.codec import canonical, sha256_tagged
-from zkr.errors import InvalidInput, NotFound
+from zkr.errors import InvalidInput, NotFound, StorageError
 from zkr.model import (
     EmbedRequest,
     EmbedResult,
@@ -42,6 +42,7 @@ from zkr.model import (
     TargetKind,
     quoted,
 )
+from zkr.store import changes
 from zkr.store.db import read_tx, write_tx
 from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, live_evidence, live_source
 from zkr.store.vectors import (
@@ -51,6 +52,7 @@ from zkr.store.vectors import (
     encode_vector,
     has_unit_magnitude,
     to_float32,
+    vector_bytes,
 )
 from zkr.text import bounded_limit, require_scope, require_text
 
@@ -373,7 +375,9 @@ ON CONFLICT (tenant_id, person_id, target_kind, target_id, model, version) DO UP
     vector = excluded.vector, target_revision = excluded.target_revision,
     created_at = excluded.created_at
 """
-_UPSERT_RETURNING_SQL = UPSERT_SQL + "RETURNING created_at\n"
+UPSERT_RETURNING_SQL = UPSERT_SQL + "RETURNING rowid, created_at\n"
+""":data:`UPSERT_SQL` answering the written row's rowid and ``created_at`` (for its copy,
+:func:`zkr.store.changes.keep_copy`)."""
 
 
 def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
@@ -396,6 +400,10 @@ def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
         raise InvalidInput("l2-normalized embedding vector must have unit magnitude")
     text = encode_vector(vec)
     t, p = req.tenant_id, req.person_id
+    try:
+        changes.ensure(conn)  # the log and zkr_vectors: the row's float32 copy is kept there
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from None
     with write_tx(conn):
         current = projection_input(conn, t, p, req.target)
         if current is None:
@@ -413,7 +421,7 @@ def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
                 "embedding configuration conflicts with the existing model/version lane"
             )
         row = conn.execute(
-            _UPSERT_RETURNING_SQL,
+            UPSERT_RETURNING_SQL,
             (
                 t,
                 p,
@@ -429,4 +437,9 @@ def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
                 current.revision,
             ),
         ).fetchone()
-    return EmbedResult(req.target, len(vec), current.revision, current.input_hash, row[0])
+        if changes.keeps_copies(conn):
+            scope = (t, p, emb.model, emb.version)
+            changes.keep_copy(
+                conn, row[0], scope, req.target.kind.value, req.target.id, row[1], vector_bytes(vec)
+            )
+    return EmbedResult(req.target, len(vec), current.revision, current.input_hash, row[1])

@@ -23,6 +23,7 @@ drain; hosts run ``embed-pending`` after writes, on a timer, or (long-lived proc
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -31,10 +32,17 @@ from typing import TYPE_CHECKING
 
 from zkr.errors import InvalidInput
 from zkr.model import Distance, EmbedPendingResult, Normalization, ProjectionInput, quoted
+from zkr.store import changes
 from zkr.store.db import read_tx, write_tx
 from zkr.store.embedconfig import EmbedderConfig, record
-from zkr.store.embeddings import UPSERT_SQL, lane, pending_inputs, projection_input
-from zkr.store.vectors import LaneConfig, encode_vector, to_float32
+from zkr.store.embeddings import UPSERT_RETURNING_SQL, lane, pending_inputs, projection_input
+from zkr.store.vectors import (
+    LaneConfig,
+    encode_vector,
+    has_unit_magnitude,
+    to_float32,
+    vector_bytes,
+)
 
 if TYPE_CHECKING:
     from zkr.embedding.local import LocalEmbedder
@@ -65,6 +73,8 @@ def embed_pending(
     started = time.perf_counter()
     model, version = embedder.model, embedder.version
     lock = guard if guard is not None else nullcontext()
+    with lock:
+        changes.ensure(conn)  # the log and zkr_vectors, where each row's float32 copy is kept
     with lock, read_tx(conn):
         scopes = [scope] if scope is not None else [(r[0], r[1]) for r in conn.execute(_SCOPES_SQL)]
         work: list[tuple[str, str, ProjectionInput]] = []
@@ -82,6 +92,7 @@ def embed_pending(
         by_text.setdefault(entry[2].text, []).append(entry)
     unique = list(by_text)
     embedded = skipped = done = 0
+    touched: dict[tuple[str, str], int] = {}  # rows written per scope
     recorded = False
     step = max(1, batch)
     if progress is not None:
@@ -94,6 +105,7 @@ def embed_pending(
                 record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
                 recorded = True
             checked: set[tuple[str, str]] = set()
+            copies = changes.keeps_copies(conn)
             for text in chunk:
                 for tenant, person, item in by_text[text]:
                     done += 1
@@ -113,8 +125,8 @@ def embed_pending(
                     if vector is None:  # a model cannot return non-finite unit vectors
                         skipped += 1
                         continue
-                    conn.execute(
-                        UPSERT_SQL,
+                    written = conn.execute(
+                        UPSERT_RETURNING_SQL,
                         (
                             tenant,
                             person,
@@ -129,13 +141,31 @@ def embed_pending(
                             encode_vector(vector),
                             current.revision,
                         ),
-                    )
+                    ).fetchone()
+                    if copies and has_unit_magnitude(vector):  # well-formed for an l2 row
+                        changes.keep_copy(
+                            conn,
+                            written[0],
+                            (tenant, person, model, version),
+                            item.target.kind.value,
+                            item.target.id,
+                            written[1],
+                            vector_bytes(vector),
+                        )
                     embedded += 1
+                    touched[(tenant, person)] = touched.get((tenant, person), 0) + 1
         if progress is not None:
             progress(done, len(work))
     if not recorded and work == []:
         with lock, write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
             record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
+    _prime(
+        conn,
+        lock,
+        [scope for scope, count in touched.items() if count >= PRIME_AFTER],
+        model,
+        version,
+    )
     return EmbedPendingResult(
         model,
         version,
@@ -146,3 +176,32 @@ def embed_pending(
         len(unique),
         round(time.perf_counter() - started, 3),
     )
+
+
+PRIME_AFTER = 256
+"""A drain that wrote at least this many rows of a scope brings that lane's search cache up
+to date before it returns (:func:`_prime`)."""
+
+
+def _prime(
+    conn: sqlite3.Connection,
+    lock: AbstractContextManager[object],
+    scopes: list[tuple[str, str]],
+    model: str,
+    version: str,
+) -> None:
+    """Refresh the dense lane of each scope (its side files included) now, from the float32
+    copies just written, so that the next search, in this process or a fresh one, starts
+    from them instead of reading the whole lane (a large drain costs model time far beyond
+    one refresh; a drain of a few rows leaves it to the next search)."""
+    if not scopes:
+        return
+    from zkr.store.dense import cache  # numpy: already loaded by the model's runtime
+
+    # Rows stamped with the current second are never trusted from a side file (a rewrite in
+    # the same second would keep created_at): let the clock pass it, so the files hold them all.
+    time.sleep(max(0.0, math.floor(time.time()) + 1.01 - time.time()))
+
+    for tenant, person in scopes:
+        with lock, read_tx(conn):
+            cache.state(conn, tenant, person, model, version)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import struct
+import sys
 from array import array
 from collections.abc import Sequence
 from functools import lru_cache
@@ -162,6 +163,16 @@ def _component_text(value: float) -> str:
     if "." not in text and "e" not in text:
         text += ".0"  # 1 -> 1.0, as the reference writes it
     return text
+
+
+def vector_bytes(vec: Vector) -> bytes:
+    """The float32 components as little-endian bytes (zkr's copy of a stored vector,
+    :func:`zkr.store.changes.keep_copy`)."""
+    if sys.byteorder == "little":
+        return vec.tobytes()
+    swapped = array("f", vec)
+    swapped.byteswap()
+    return swapped.tobytes()
 
 
 def encode_vector(vec: Vector) -> str:

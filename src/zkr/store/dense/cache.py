@@ -34,6 +34,8 @@ import json
 import sqlite3
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,11 +44,12 @@ import numpy.typing as npt
 
 from zkr.codec import sha256_tagged
 from zkr.store import changes, vectorfile
+from zkr.store.dense.decode import decode_texts
 from zkr.store.dense.kernels import sequential_norms
 from zkr.store.dense.mapping import Derived, Row, derive, id_array
 from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, SCOPE_LINKS_SQL
 from zkr.store.embeddings import lane as stored_lane
-from zkr.store.vectors import LaneConfig, Vector, decode_config, decode_vector
+from zkr.store.vectors import LaneConfig, decode_config
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -84,8 +87,9 @@ class _Block:
         norms[: self.size] = self.norms[: self.size]
         self.matrix, self.norms = grown, norms
 
-    def append(self, vectors: list[Vector]) -> int:
-        """Append vectors as new columns; returns the first new column."""
+    def append(self, vectors: F32) -> int:
+        """Append the rows of ``vectors`` (count × dimension float32) as new columns; returns
+        the first new column."""
         start = self.size
         count = len(vectors)
         if start + count > self.matrix.shape[1]:
@@ -98,8 +102,7 @@ class _Block:
         chunk = 4096
         for offset in range(0, count, chunk):
             part = vectors[offset : offset + chunk]
-            rows = np.frombuffer(b"".join(v.tobytes() for v in part), dtype=np.float32)
-            cols = np.ascontiguousarray(rows.reshape(len(part), self.dimension).T)
+            cols = np.ascontiguousarray(part.T)
             lo = start + offset
             self.matrix[:, lo : lo + len(part)] = cols
             with np.errstate(all="ignore"):  # huge components: an infinite norm is legitimate
@@ -217,12 +220,16 @@ def state(
     cache.dirty = set()
     if mark is not None and cache.mark is not None and _untouched(conn, cache, mark):
         cache.mark = mark
+        # the state on disk stays valid (a fresh process checks the log since its position
+        # itself): rewrite it only when that log has grown long
+        if cache.saved_mark is None or mark.seq - cache.saved_mark.seq >= STATE_LAG:
+            _save_state(cache)
     else:
         if not cache.entries_loaded and cache.file is not None:
             _load_file(cache, cache.file)
         _refresh(conn, cache)
         cache.mark = mark
-    _save_state(cache)
+        _save_state(cache)
     cache.signature = sig
     return cache, cache.derived
 
@@ -245,9 +252,14 @@ def _untouched(conn: sqlite3.Connection, cache: _LaneCache, mark: changes.Mark) 
     ids = [item for item in items if not item.startswith(changes.LANE_PREFIX)]
     if not ids:
         return True
-    related = conn.execute(changes.RELATED_SQL, {"ids": json.dumps(ids)}).fetchall()
+    t, p = cache.scope[:2]
+    related = conn.execute(changes.RELATED_SQL, {"ids": json.dumps(ids), "t": t, "p": p}).fetchall()
     return not cache.derived.touches([r[0] for r in related if isinstance(r[0], str)])
 
+
+STATE_LAG = 1024
+"""Log entries that may pile up past the lane state file's position before a process whose
+lane they do not touch rewrites that file."""
 
 UNTOUCHED_CHECK_LIMIT = 5000
 """More logged changes than this since a cache's position: refresh instead of checking."""
@@ -331,41 +343,57 @@ _ROW_COLUMNS = (
     " em.target_revision, em.input_hash, em.created_at"
 )
 _LANE = "em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
+
+
+def _rows_sql(kind: str, target: str, revision: str, text: str, mappable: str, capture: str) -> str:
+    """The lane's rows of one target ``kind`` with their ``target`` (a LEFT JOIN: NULL columns
+    when it is not live)."""
+    return f"""
+SELECT {_ROW_COLUMNS}, {revision}, {text}, {mappable}, {capture}
+FROM embeddings em
+LEFT JOIN {target}
+WHERE {_LANE} AND em.target_kind = '{kind}'
+ORDER BY em.target_id"""
+
+
 _ROWS_SQL = (
     (
         "claim",
-        f"""
-SELECT {_ROW_COLUMNS}, c.recorded_from, c.subject || ' ' || c.predicate || ' ' || c.value,
-       1, NULL
-FROM embeddings em
-LEFT JOIN claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p
-     AND {LIVE_CLAIM}
-WHERE {_LANE} AND em.target_kind = 'claim'
-ORDER BY em.target_id""",
+        _rows_sql(
+            "claim",
+            f"claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p"
+            f" AND {LIVE_CLAIM}",
+            "c.recorded_from",
+            "c.subject || ' ' || c.predicate || ' ' || c.value",
+            "1",
+            "NULL",
+        ),
     ),
     (
         "evidence",
-        f"""
-SELECT {_ROW_COLUMNS}, e.source_revision, e.quote,
-       EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t
-               AND s.person_id = :p AND {LIVE_SOURCE}), e.source_id
-FROM embeddings em
-LEFT JOIN evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p
-     AND {LIVE_EVIDENCE}
-WHERE {_LANE} AND em.target_kind = 'evidence'
-ORDER BY em.target_id""",
+        _rows_sql(
+            "evidence",
+            f"evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p"
+            f" AND {LIVE_EVIDENCE}",
+            "e.source_revision",
+            "e.quote",
+            "EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t"
+            f" AND s.person_id = :p AND {LIVE_SOURCE})",
+            "e.source_id",
+        ),
     ),
     (
         "source",
-        f"""
-SELECT {_ROW_COLUMNS}, s.revision, s.content,
-       EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t
-               AND e.person_id = :p AND {LIVE_EVIDENCE}), NULL
-FROM embeddings em
-LEFT JOIN sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p
-     AND {LIVE_SOURCE}
-WHERE {_LANE} AND em.target_kind = 'source'
-ORDER BY em.target_id""",
+        _rows_sql(
+            "source",
+            f"sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p"
+            f" AND {LIVE_SOURCE}",
+            "s.revision",
+            "s.content",
+            "EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t"
+            f" AND e.person_id = :p AND {LIVE_EVIDENCE})",
+            "NULL",
+        ),
     ),
 )
 
@@ -373,6 +401,11 @@ ORDER BY em.target_id""",
 def _refresh(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     """Re-read the lane (small columns only), decode the vectors of new or changed rows that
     could be current, and re-derive currentness, the lane and the §5.4 mapping."""
+    with _lean_reads(conn):
+        _refresh_rows(conn, cache)
+
+
+def _refresh_rows(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     t, p, m, v = cache.scope
     params = {"t": t, "p": p, "m": m, "v": v}
     now = conn.execute("SELECT unixepoch()").fetchone()[0]
@@ -539,52 +572,91 @@ def _decode_pending(conn: sqlite3.Connection, cache: _LaneCache, rowids: list[in
             cache.blocks[config] = _Block.empty(config.dimension, count)
         else:
             block.reserve(count)
-    # Vector text is read once and dropped: through SQLite's memory map and page cache it
-    # would stay resident (up to 256 + 64 MiB), so a bulk decode reads it through neither.
-    bulk = len(todo) > BULK_DECODE
-    if bulk:
-        saved = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in _READ_PRAGMAS]
-        conn.execute("PRAGMA mmap_size = 0")
-        conn.execute("PRAGMA cache_size = -2048")
-    try:
-        _decode_rows(conn, cache, todo)
-    finally:
-        if bulk:
-            for name, value in zip(_READ_PRAGMAS, saved, strict=True):
-                conn.execute(f"PRAGMA {name} = {int(value)}")
+    _decode_rows(conn, cache, todo)
     return len(todo)
 
 
-BULK_DECODE = 2000
+@contextmanager
+def _lean_reads(conn: sqlite3.Connection) -> Iterator[None]:
+    """Read through neither SQLite's memory map nor a large page cache: a refresh reads each
+    page of the lane once, and through those they would stay resident (up to 256 + 64 MiB
+    next to the lane's own float32 copy)."""
+    saved = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in _READ_PRAGMAS]
+    conn.execute("PRAGMA mmap_size = 0")
+    conn.execute("PRAGMA cache_size = -2048")
+    try:
+        yield
+    finally:
+        for name, value in zip(_READ_PRAGMAS, saved, strict=True):
+            conn.execute(f"PRAGMA {name} = {int(value)}")
+
+
 _READ_PRAGMAS = ("mmap_size", "cache_size")
 
 
 def _decode_rows(conn: sqlite3.Connection, cache: _LaneCache, todo: list[int]) -> None:
+    """Read the vectors of rows ``todo``: zkr's float32 copy of a row when one is kept for
+    exactly that row (:func:`zkr.store.changes.copies`, trusted only under a complete change
+    log), else its JSON text, decoded in bulk (:func:`zkr.store.dense.decode.decode_texts`)."""
     entries = cache.entries
-    for offset in range(0, len(todo), 512):
-        part = todo[offset : offset + 512]
-        marks = ",".join("?" * len(part))
-        pending: dict[LaneConfig, tuple[list[int], list[Vector]]] = {}
-        for rowid, text in conn.execute(
-            f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", part
-        ):
+    trusted = changes.mark(conn) is not None
+    for offset in range(0, len(todo), DECODE_BATCH):
+        part = todo[offset : offset + DECODE_BATCH]
+        kept = changes.copies(conn, cache.scope, part) if trusted else {}
+        # per configuration: rowids and their float32 rows, from copies or decoded text
+        found: dict[LaneConfig, tuple[list[int], list[F32]]] = {}
+        texts: dict[LaneConfig, tuple[list[int], list[object]]] = {}
+        copied: dict[LaneConfig, tuple[list[int], list[bytes]]] = {}
+        read: list[int] = []
+        for rowid in part:
             entry = entries[rowid]
             entry.parsed = True
             meta = entry.meta
             config = None if meta is None else decode_config(meta[2], meta[3], meta[4])
-            if config is None:
+            if config is None or meta is None:
                 continue
-            vec = decode_vector(text, config.dimension, config.normalization)
-            if vec is None:
-                continue
-            ids, vectors = pending.setdefault(config, ([], []))
-            ids.append(rowid)
-            vectors.append(vec)
-        for config, (ids, vectors) in pending.items():
-            start = cache.blocks[config].append(vectors)
+            copy = kept.get(rowid)
+            if (
+                copy is not None
+                and copy[:3] == (meta[0], meta[1], meta[7])
+                and len(copy[3]) == 4 * config.dimension
+            ):
+                ids, blobs = copied.setdefault(config, ([], []))
+                ids.append(rowid)
+                blobs.append(copy[3])
+            else:
+                read.append(rowid)
+        if read:
+            marks = ",".join("?" * len(read))
+            for rowid, text in conn.execute(
+                f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", read
+            ):
+                meta = entries[rowid].meta
+                assert meta is not None
+                config = decode_config(meta[2], meta[3], meta[4])
+                assert config is not None
+                ids, cells = texts.setdefault(config, ([], []))
+                ids.append(rowid)
+                cells.append(text)
+        for config, (ids, blobs) in copied.items():
+            matrix = np.frombuffer(b"".join(blobs), dtype="<f4").reshape(len(ids), -1)
+            found[config] = (ids, [matrix])
+        for config, (ids, cells) in texts.items():
+            matrix, ok = decode_texts(cells, config)
+            good = np.flatnonzero(ok)
+            if len(good):
+                into, rows = found.setdefault(config, ([], []))
+                into.extend(ids[i] for i in good.tolist())
+                rows.append(matrix[good])
+        for config, (ids, rows) in found.items():
+            start = cache.blocks[config].append(np.concatenate(rows).astype("=f4", copy=False))
             for position, rowid in enumerate(ids):
                 entries[rowid].config = config
                 entries[rowid].column = start + position
+
+
+DECODE_BATCH = 2048
+"""Rows whose vectors are read (and decoded) together."""
 
 
 def _compact(cache: _LaneCache) -> None:
