@@ -1479,3 +1479,25 @@ def test_bulk_decoding_of_random_vectors(
         assert bool(good) is (want is not None)
         if want is not None:
             assert row.tobytes() == np.asarray(want, dtype=np.float32).tobytes()
+
+
+def test_side_file_of_a_lane_with_a_blob_cell(
+    db: MemoryDb, db_path: str, vector_file: list[object]
+) -> None:
+    """A cell that is not a JSON value (a BLOB written by hand) is stored in the side file as a
+    row without metadata; searches from the file still equal the reference."""
+    notes = [remember(db, f"note {i}") for i in range(3)]
+    for i, n in enumerate(notes):
+        embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+    edit(
+        db_path,
+        "UPDATE embeddings SET input_hash = X'00' WHERE target_id = ?",
+        (notes[1].source_id,),
+    )
+    req = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V))
+    first = check_against_reference(db, req)
+    assert list(Path(db_path + ".zkr-vectors").glob("*.bin"))
+    dense.clear_cache()
+    with MemoryDb.open(db_path) as fresh:
+        assert check_against_reference(fresh, req) == first

@@ -173,7 +173,10 @@ def write(
     ``picks`` when given (no copy of a whole matrix is made). Returns the new file's token,
     or ``None`` on failure (read-only directory, full disk): it is a cache."""
     token = os.urandom(16).hex()
-    meta = json.dumps([_json_meta(r[1]) for r in rows], separators=(",", ":")).encode()
+    try:  # SQLite cells are JSON values but for BLOBs, which only hand edits write
+        meta = json.dumps([r[1] for r in rows], separators=(",", ":")).encode()
+    except TypeError:
+        meta = json.dumps([_json_meta(r[1]) for r in rows], separators=(",", ":")).encode()
     header = json.dumps(
         {
             "lane": list(scope),

@@ -37,6 +37,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +51,10 @@ from zkr.store.dense.mapping import Derived, Row, derive, id_array
 from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, SCOPE_LINKS_SQL
 from zkr.store.embeddings import lane as stored_lane
 from zkr.store.vectors import LaneConfig, decode_config
+
+_config_of = lru_cache(maxsize=256)(decode_config)
+"""A stored row's configuration from its (dimension, normalization, distance) cells (a lane
+has a handful of distinct triples; decoding each once per process)."""
 
 F32 = npt.NDArray[np.float32]
 I64 = npt.NDArray[np.int64]
@@ -563,7 +568,7 @@ def _decode_pending(conn: sqlite3.Connection, cache: _LaneCache, rowids: list[in
     wanted: dict[LaneConfig, int] = {}
     for rowid in todo:
         meta = entries[rowid].meta
-        config = None if meta is None else decode_config(meta[2], meta[3], meta[4])
+        config = None if meta is None else _config_of(meta[2], meta[3], meta[4])
         if config is not None:
             wanted[config] = wanted.get(config, 0) + 1
     for config, count in wanted.items():
@@ -612,7 +617,7 @@ def _decode_rows(conn: sqlite3.Connection, cache: _LaneCache, todo: list[int]) -
             entry = entries[rowid]
             entry.parsed = True
             meta = entry.meta
-            config = None if meta is None else decode_config(meta[2], meta[3], meta[4])
+            config = None if meta is None else _config_of(meta[2], meta[3], meta[4])
             if config is None or meta is None:
                 continue
             copy = kept.get(rowid)
@@ -633,7 +638,7 @@ def _decode_rows(conn: sqlite3.Connection, cache: _LaneCache, todo: list[int]) -
             ):
                 meta = entries[rowid].meta
                 assert meta is not None
-                config = decode_config(meta[2], meta[3], meta[4])
+                config = _config_of(meta[2], meta[3], meta[4])
                 assert config is not None
                 ids, cells = texts.setdefault(config, ([], []))
                 ids.append(rowid)
