@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from tests.hostile import dump  # noqa: F401  (re-exported: the one home is tests/hostile.py)
 from zkr import MemoryDb
 from zkr.model import ClaimInput, ClaimKind, RememberRequest, SourceKind
 
@@ -200,31 +200,6 @@ def cli(
         check=False,
     )
     return CliResult(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
-
-
-def dump(path: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table (FTS content included), for before/after comparisons; zkr's own
-    rebuildable projections (``zkr_*``: the search index a search brings up to date) are not
-    stored data and are left out."""
-    conn = sqlite3.connect(path)
-    try:
-        tables = [
-            row[0]
-            for row in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'"
-                " AND name NOT LIKE 'source_fts_%' AND name NOT LIKE 'zkr\\_%' ESCAPE '\\'"
-                " ORDER BY name"
-            )
-        ]
-        return {
-            table: sorted(
-                (tuple(row) for row in conn.execute(f'SELECT * FROM "{table}"')),
-                key=repr,
-            )
-            for table in tables
-        }
-    finally:
-        conn.close()
 
 
 def sam_acme(tenant: str = T, person: str = P, claim_kind: str = "fact") -> dict[str, Any]:

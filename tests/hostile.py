@@ -404,9 +404,13 @@ def hostile_cases(seed: int, count: int, bases: dict[str, dict[str, Any]]) -> It
 
 
 def dump(path: str | Path) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of every table, for before/after comparisons (as ``tests.conftest.dump``):
-    FTS shadow tables and zkr's rebuildable ``zkr_*`` projections, which a search brings up to
-    date, are left out."""
+    """Every row of every table (FTS content included), for before/after comparisons; FTS
+    shadow tables and zkr's rebuildable ``zkr_*`` projections (the search index a search brings
+    up to date) are not stored data and are left out. Opened read-only, so dumping never
+    changes the file (no WAL recovery or checkpoint); the tests import it as
+    ``tests.conftest.dump``. A missing file has no tables (and is not created)."""
+    if not Path(path).exists():
+        return {}
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
         tables = [
