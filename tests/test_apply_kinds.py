@@ -157,263 +157,187 @@ BASE = [
 
 FRESH = _commit(10, _src("new"))  # a valid commit ahead of each failing one: it must roll back
 
-ERRORS: list[tuple[str, list[Commit], str]] = [
+
+def _profile(**changes: Any) -> feed.Record:
+    body: dict[str, Any] = {
+        "id": "pe",
+        "tenant_id": "a",
+        "person_id": "sam",
+        "key": "city",
+        "value": "v",
+        "stability": "current",
+        "claim_id": "pc",
+        "recorded_at": 1,
+    }
+    return feed.profile_body(**{**body, **changes})
+
+
+def _review(**changes: Any) -> feed.Record:
+    body: dict[str, Any] = {
+        "id": "r1",
+        "tenant_id": "a",
+        "person_id": "sam",
+        "day": "d",
+        "summary": "s",
+        "evidence_ids": ["e1"],
+        "recorded_at": 1,
+    }
+    return feed.review_body(**{**body, **changes})
+
+
+def _correction(superseded: str, claim: str, source: str, evidence: str, at: int) -> feed.Record:
+    return feed.correction_body("a", "sam", superseded, claim, source, evidence, at, 2)
+
+
+def _byte_range() -> feed.Record:
+    record = _ev("e9", "s1")
+    record["record"]["evidence"]["byte_range"] = {"start": 0, "end": 1}
+    return record
+
+
+# (name, the one record of the failing commit 11, the exact message): spec/sync.md §4.5.
+_ONE_RECORD: list[tuple[str, feed.Record, str]] = [
     (
         "source payload",
-        [_commit(11, _src("s1", content="other", origin_e="e1", origin_c="c1"))],
+        _src("s1", content="other", origin_e="e1", origin_c="c1"),
         "applied source s1 conflicts with the stored source payload",
     ),
     (
         "deletion state",
-        [_commit(11, _src("s3", revision=2, deleted_at=9))],
+        _src("s3", revision=2, deleted_at=9),
         "applied source s3 conflicts with the stored deletion state",
     ),
     (
         "source revival",
-        [_commit(11, _src("s3", revision=3))],
+        _src("s3", revision=3),
         "applied source s3 cannot revive a tombstoned source",
     ),
     (
         "origin evidence",
-        [_commit(11, _src("s9", origin_e="nope"))],
+        _src("s9", origin_e="nope"),
         "applied record references unknown evidence nope",
     ),
-    (
-        "origin claim",
-        [_commit(11, _src("s9", origin_c="nope"))],
-        "applied record references unknown claim nope",
-    ),
-    (
-        "byte_range",
-        [
-            _commit(
-                11,
-                {
-                    **_ev("e9", "s1"),
-                    "record": {
-                        **_ev("e9", "s1")["record"],
-                        "evidence": {
-                            **_ev("e9", "s1")["record"]["evidence"],
-                            "byte_range": {"start": 0, "end": 1},
-                        },
-                    },
-                },
-            )
-        ],
-        "applied evidence e9 carries an unsupported byte_range",
-    ),
-    (
-        "locator blank",
-        [_commit(11, _ev("e9", "s1", locator=Locator(" ", "p", "s", "g", 1, 2)))],
-        "locator.device_id must not be empty",
-    ),
-    (
-        "locator provider",
-        [_commit(11, _ev("e9", "s1", locator=Locator("d", "", "s", "g", 1, 2)))],
-        "locator.provider must not be empty",
-    ),
-    (
-        "locator stream",
-        [_commit(11, _ev("e9", "s1", locator=Locator("d", "p", "", "g", 1, 2)))],
-        "locator.stream_id must not be empty",
-    ),
-    (
-        "locator segment",
-        [_commit(11, _ev("e9", "s1", locator=Locator("d", "p", "s", "", 1, 2)))],
-        "locator.segment_id must not be empty",
-    ),
-    (
-        "locator order",
-        [_commit(11, _ev("e9", "s1", locator=Locator("d", "p", "s", "g", 3, 2)))],
-        "locator end_ms must not precede start_ms",
-    ),
-    (
-        "locator range",
-        [_commit(11, _ev("e9", "s1", locator=Locator("d", "p", "s", "g", 1, 2**63)))],
-        "locator end_ms exceeds the storage range",
-    ),
+    ("origin claim", _src("s9", origin_c="nope"), "applied record references unknown claim nope"),
+    ("byte_range", _byte_range(), "applied evidence e9 carries an unsupported byte_range"),
+    *[
+        (f"locator {name}", _ev("e9", "s1", locator=Locator(*fields)), message)
+        for name, fields, message in [
+            ("blank", (" ", "p", "s", "g", 1, 2), "locator.device_id must not be empty"),
+            ("provider", ("d", "", "s", "g", 1, 2), "locator.provider must not be empty"),
+            ("stream", ("d", "p", "", "g", 1, 2), "locator.stream_id must not be empty"),
+            ("segment", ("d", "p", "s", "", 1, 2), "locator.segment_id must not be empty"),
+            ("order", ("d", "p", "s", "g", 3, 2), "locator end_ms must not precede start_ms"),
+            ("range", ("d", "p", "s", "g", 1, 2**63), "locator end_ms exceeds the storage range"),
+        ]
+    ],
     (
         "unknown source",
-        [_commit(11, _ev("e9", "nope"))],
+        _ev("e9", "nope"),
         "applied evidence e9 references unknown source nope",
     ),
     (
         "evidence payload",
-        [_commit(11, _ev("e2", "s2", quote="other"))],
+        _ev("e2", "s2", quote="other"),
         "applied evidence e2 conflicts with the stored evidence payload",
     ),
     (
         "locator conflict",
-        [_commit(11, _ev("e1", "s1"))],
+        _ev("e1", "s1"),
         "applied evidence e1 conflicts with the stored transcript locator",
     ),
-    (
-        "evidence revival",
-        [_commit(11, _ev("e3", "s3"))],
-        "applied evidence e3 cannot revive tombstoned evidence",
-    ),
+    ("evidence revival", _ev("e3", "s3"), "applied evidence e3 cannot revive tombstoned evidence"),
     (
         "legal state",
-        [
-            _commit(
-                11, _claim("c9", tier="archive", status="superseded", valid=(1, 2), recorded=(1, 2))
-            )
-        ],
+        _claim("c9", tier="archive", status="superseded", valid=(1, 2), recorded=(1, 2)),
         "illegal memory state combination: tier=archive, status=superseded,"
         " processing_state=processed",
     ),
     (
         "claim payload",
-        [_commit(11, _claim("c1", value="other"))],
+        _claim("c1", value="other"),
         "applied claim c1 conflicts with the stored claim payload",
     ),
     (
         "interval insert",
-        [_commit(11, _claim("c9", valid=(5, 5)))],
+        _claim("c9", valid=(5, 5)),
         "applied claim carries an invalid time interval",
     ),
     (
         "interval update",
-        [_commit(11, _claim("c1", recorded=(1, 0), status="superseded"))],
+        _claim("c1", recorded=(1, 0), status="superseded"),
         "applied claim carries an invalid time interval",
     ),
-    ("claim id blank", [_commit(11, _link(" ", "e1"))], "claim id must not be empty"),
-    ("evidence id blank", [_commit(11, _link("c1", ""))], "evidence id must not be empty"),
+    ("claim id blank", _link(" ", "e1"), "claim id must not be empty"),
+    ("evidence id blank", _link("c1", ""), "evidence id must not be empty"),
     (
         "confidence",
-        [_commit(11, _link("c1", "e2", confidence=10001))],
+        _link("c1", "e2", confidence=10001),
         "confidence 10001 must be at most 10000 basis points",
     ),
-    (
-        "link claim",
-        [_commit(11, _link("nope", "e1"))],
-        "applied record references unknown claim nope",
-    ),
-    (
-        "link evidence",
-        [_commit(11, _link("c1", "nope"))],
-        "applied record references unknown evidence nope",
-    ),
+    ("link claim", _link("nope", "e1"), "applied record references unknown claim nope"),
+    ("link evidence", _link("c1", "nope"), "applied record references unknown evidence nope"),
     (
         "link conflict",
-        [_commit(11, _link("c1", "e1", "contradicts"))],
+        _link("c1", "e1", "contradicts"),
         "applied claim evidence c1/e1 conflicts with the stored link",
     ),
-    (
-        "profile claim",
-        [
-            _commit(
-                11,
-                feed.profile_body(
-                    id="pe",
-                    tenant_id="a",
-                    person_id="sam",
-                    key="city",
-                    value="v",
-                    stability="current",
-                    claim_id="nope",
-                    recorded_at=1,
-                ),
-            )
-        ],
-        "applied record references unknown claim nope",
-    ),
+    ("profile claim", _profile(claim_id="nope"), "applied record references unknown claim nope"),
     (
         "profile mismatch",
-        [
-            _commit(
-                11,
-                feed.profile_body(
-                    id="pe",
-                    tenant_id="a",
-                    person_id="sam",
-                    key="city",
-                    value="Paris",
-                    stability="current",
-                    claim_id="pc",
-                    recorded_at=1,
-                ),
-            )
-        ],
+        _profile(value="Paris"),
         "applied profile entry pe does not match its backing claim",
     ),
     (
         "review evidence",
-        [
-            _commit(
-                11,
-                feed.review_body(
-                    id="r9",
-                    tenant_id="a",
-                    person_id="sam",
-                    day="d",
-                    summary="s",
-                    evidence_ids=["e1", "nope"],
-                    recorded_at=1,
-                ),
-            )
-        ],
+        _review(id="r9", evidence_ids=["e1", "nope"]),
         "applied record references unknown evidence nope",
     ),
     (
         "review conflict",
-        [
-            _commit(
-                11,
-                feed.review_body(
-                    id="r1",
-                    tenant_id="a",
-                    person_id="sam",
-                    day="d",
-                    summary="other",
-                    evidence_ids=["e1"],
-                    recorded_at=1,
-                ),
-            )
-        ],
+        _review(summary="other"),
         "applied daily review r1 conflicts with the stored review",
     ),
     (
         "correction claim",
-        [_commit(11, feed.correction_body("a", "sam", "nope", "c4", "s4", "e4", 2, 2))],
+        _correction("nope", "c4", "s4", "e4", 2),
         "applied record references unknown claim nope",
     ),
     (
         "correction evidence",
-        [_commit(11, feed.correction_body("a", "sam", "c1", "c4", "s4", "nope", 2, 2))],
+        _correction("c1", "c4", "s4", "nope", 2),
         "applied record references unknown evidence nope",
     ),
     (
         "correction conflict",
-        [_commit(11, feed.correction_body("a", "sam", "c1", "c4", "s4", "e4", 3, 2))],
+        _correction("c1", "c4", "s4", "e4", 3),
         "applied correction c1/c4 conflicts with the stored correction",
     ),
     (
         "correction lineage",
-        [_commit(11, feed.correction_body("a", "sam", "c4", "c1", "s1", "e2", 3, 3))],
+        feed.correction_body("a", "sam", "c4", "c1", "s1", "e2", 3, 3),
         "applied correction c4/c1 does not match its source lineage",
     ),
     (
         "delete source",
-        [_commit(11, _del("source", "nope"))],
+        _del("source", "nope"),
         "applied deletion references unknown target source:nope",
     ),
     (
         "delete evidence",
-        [_commit(11, _del("evidence", "nope"))],
+        _del("evidence", "nope"),
         "applied record references unknown evidence nope",
     ),
-    (
-        "delete claim",
-        [_commit(11, _del("claim", "nope"))],
-        "applied record references unknown claim nope",
-    ),
+    ("delete claim", _del("claim", "nope"), "applied record references unknown claim nope"),
     (
         "delete claim interval",
-        [_commit(11, _del("claim", "c4", at=2))],
+        _del("claim", "c4", at=2),
         "applied claim carries an invalid time interval",
     ),
-    ("u64 revision", [_commit(11, _src("s9", revision=2**63))], "exceeds the storage range"),
+    ("u64 revision", _src("s9", revision=2**63), "exceeds the storage range"),
+]
+
+ERRORS: list[tuple[str, list[Commit], str]] = [
+    (name, [_commit(11, record)], message) for name, record, message in _ONE_RECORD
 ]
 
 
