@@ -44,16 +44,8 @@ class Trace(NamedTuple):
     reviews: list[dict[str, Any]]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "target": self.target.to_json(),
-            "sources": self.sources,
-            "evidence": self.evidence,
-            "claims": self.claims,
-            "links": self.links,
-            "corrections": self.corrections,
-            "profile_entries": self.profile_entries,
-            "reviews": self.reviews,
-        }
+        sections = {name: getattr(self, name) for name in self._fields[1:]}
+        return {"target": self.target.to_json(), **sections}
 
 
 class LookupRequest(NamedTuple):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 from zkr.errors import InvalidInput, NotFound
@@ -91,6 +92,24 @@ def _ids(values: set[str]) -> str:
     return json.dumps(sorted(values))
 
 
+def _objects(
+    conn: sqlite3.Connection,
+    sql: str,
+    params: dict[str, Any],
+    keys: tuple[str, ...],
+    **convert: Callable[[Any], Any],
+) -> list[dict[str, Any]]:
+    """Each row of ``sql`` as an object with ``keys`` (in column order), the named values
+    passed through ``convert`` (stored encodings to their JSON form)."""
+    out = []
+    for row in conn.execute(sql, params):
+        item = dict(zip(keys, row, strict=True))
+        for key, function in convert.items():
+            item[key] = function(item[key])
+        out.append(item)
+    return out
+
+
 # --------------------------------------------------------------------------- trace
 
 
@@ -139,44 +158,32 @@ def trace(conn: sqlite3.Connection, req: TraceRequest) -> Trace:
                 )
             )
         claim_ids = _correction_chain(conn, t, p, claim_ids)
-        links = [
-            {
-                "claim_id": row[0],
-                "evidence_id": row[1],
-                "relation": _unquote(row[2]),
-                "confidence_basis_points": row[3],
-            }
-            for row in conn.execute(
-                "SELECT ce.claim_id, ce.evidence_id, ce.relation, ce.confidence_basis_points"
-                " FROM json_each(:ids) AS j JOIN claim_evidence ce ON ce.claim_id = j.value"
-                " AND ce.tenant_id = :t AND ce.person_id = :p"
-                " ORDER BY ce.claim_id, ce.evidence_id",
-                {**scope, "ids": _ids(claim_ids)},
-            )
-        ]
-        corrections = [
-            dict(
-                zip(
-                    (
-                        "superseded_claim_id",
-                        "claim_id",
-                        "source_id",
-                        "evidence_id",
-                        "valid_at",
-                        "recorded_at",
-                    ),
-                    row,
-                    strict=True,
-                )
-            )
-            for row in conn.execute(
-                "SELECT superseded_claim_id, claim_id, source_id, evidence_id, valid_at,"
-                " recorded_at FROM corrections WHERE tenant_id = :t AND person_id = :p"
-                " AND claim_id IN (SELECT value FROM json_each(:ids))"
-                " ORDER BY recorded_at, valid_at, claim_id",
-                {**scope, "ids": _ids(claim_ids)},
-            )
-        ]
+        links = _objects(
+            conn,
+            "SELECT ce.claim_id, ce.evidence_id, ce.relation, ce.confidence_basis_points"
+            " FROM json_each(:ids) AS j JOIN claim_evidence ce ON ce.claim_id = j.value"
+            " AND ce.tenant_id = :t AND ce.person_id = :p"
+            " ORDER BY ce.claim_id, ce.evidence_id",
+            {**scope, "ids": _ids(claim_ids)},
+            ("claim_id", "evidence_id", "relation", "confidence_basis_points"),
+            relation=_unquote,
+        )
+        corrections = _objects(
+            conn,
+            "SELECT superseded_claim_id, claim_id, source_id, evidence_id, valid_at,"
+            " recorded_at FROM corrections WHERE tenant_id = :t AND person_id = :p"
+            " AND claim_id IN (SELECT value FROM json_each(:ids))"
+            " ORDER BY recorded_at, valid_at, claim_id",
+            {**scope, "ids": _ids(claim_ids)},
+            (
+                "superseded_claim_id",
+                "claim_id",
+                "source_id",
+                "evidence_id",
+                "valid_at",
+                "recorded_at",
+            ),
+        )
         evidence_of_links = {link["evidence_id"] for link in links}
         source_ids.update(c["source_id"] for c in corrections)
         source_ids.update(
@@ -205,38 +212,25 @@ def trace(conn: sqlite3.Connection, req: TraceRequest) -> Trace:
             )
         ]
         evidence_ids = {row["id"] for row in evidence}
-        profile_entries = [
-            {
-                "id": row[0],
-                "key": row[1],
-                "value": row[2],
-                "stability": _unquote(row[3]),
-                "claim_id": row[4],
-                "recorded_at": row[5],
-            }
-            for row in conn.execute(
-                "SELECT id, key, value, stability, claim_id, recorded_at FROM profile_entries"
-                " WHERE tenant_id = :t AND person_id = :p"
-                " AND claim_id IN (SELECT value FROM json_each(:ids)) ORDER BY id",
-                {**scope, "ids": _ids(claim_ids)},
-            )
-        ]
-        reviews = [
-            {
-                "id": row[0],
-                "day": row[1],
-                "summary": row[2],
-                "evidence_ids": json.loads(row[3]),
-                "recorded_at": row[4],
-            }
-            for row in conn.execute(
-                "SELECT r.id, r.day, r.summary, r.evidence_ids, r.recorded_at"
-                " FROM daily_reviews r WHERE r.tenant_id = :t AND r.person_id = :p"
-                " AND EXISTS (SELECT 1 FROM json_each(r.evidence_ids) AS cited"
-                "  WHERE cited.value IN (SELECT value FROM json_each(:ids))) ORDER BY r.id",
-                {**scope, "ids": _ids(evidence_ids)},
-            )
-        ]
+        profile_entries = _objects(
+            conn,
+            "SELECT id, key, value, stability, claim_id, recorded_at FROM profile_entries"
+            " WHERE tenant_id = :t AND person_id = :p"
+            " AND claim_id IN (SELECT value FROM json_each(:ids)) ORDER BY id",
+            {**scope, "ids": _ids(claim_ids)},
+            ("id", "key", "value", "stability", "claim_id", "recorded_at"),
+            stability=_unquote,
+        )
+        reviews = _objects(
+            conn,
+            "SELECT r.id, r.day, r.summary, r.evidence_ids, r.recorded_at"
+            " FROM daily_reviews r WHERE r.tenant_id = :t AND r.person_id = :p"
+            " AND EXISTS (SELECT 1 FROM json_each(r.evidence_ids) AS cited"
+            "  WHERE cited.value IN (SELECT value FROM json_each(:ids))) ORDER BY r.id",
+            {**scope, "ids": _ids(evidence_ids)},
+            ("id", "day", "summary", "evidence_ids", "recorded_at"),
+            evidence_ids=json.loads,
+        )
     return Trace(
         req.target, sources, evidence, claims, links, corrections, profile_entries, reviews
     )
