@@ -158,31 +158,17 @@ BASE = [
 FRESH = _commit(10, _src("new"))  # a valid commit ahead of each failing one: it must roll back
 
 
+_SCOPE = {"tenant_id": "a", "person_id": "sam"}
+
+
 def _profile(**changes: Any) -> feed.Record:
-    body: dict[str, Any] = {
-        "id": "pe",
-        "tenant_id": "a",
-        "person_id": "sam",
-        "key": "city",
-        "value": "v",
-        "stability": "current",
-        "claim_id": "pc",
-        "recorded_at": 1,
-    }
-    return feed.profile_body(**{**body, **changes})
+    base = {"id": "pe", **_SCOPE, "key": "city", "value": "v", "stability": "current"}
+    return feed.profile_body(**{**base, "claim_id": "pc", "recorded_at": 1, **changes})
 
 
 def _review(**changes: Any) -> feed.Record:
-    body: dict[str, Any] = {
-        "id": "r1",
-        "tenant_id": "a",
-        "person_id": "sam",
-        "day": "d",
-        "summary": "s",
-        "evidence_ids": ["e1"],
-        "recorded_at": 1,
-    }
-    return feed.review_body(**{**body, **changes})
+    base = {"id": "r1", **_SCOPE, "day": "d", "summary": "s", "evidence_ids": ["e1"]}
+    return feed.review_body(**{**base, "recorded_at": 1, **changes})
 
 
 def _correction(superseded: str, claim: str, source: str, evidence: str, at: int) -> feed.Record:
