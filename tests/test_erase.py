@@ -176,9 +176,11 @@ def test_erase_cli(db_path: str) -> None:
     cli(db_path, "delete", {**scope, "source_id": stored["source_id"], "deleted_at": 20}).json()
     report = cli(db_path, "erase", scope).json()
     assert report["dry_run"] is True and report["source_ids"] == [stored["source_id"]]
-    done = cli(db_path, "erase", {**scope, "dry_run": False}).json()
+    done = cli(db_path, "erase", {**scope, "dry_run": False, "propagate": False}).json()
     assert done["wal_truncated"] is True
     assert b"Sam works at Acme" not in on_disk(db_path)
+    page = cli(db_path, "export", {**scope, "export_format": 1}).json()
+    assert len(page["commits"]) == 2  # remember, delete: no propagation commit
 
 
 # --------------------------------------------------------------------------- erase across replicas

@@ -301,8 +301,16 @@ def text_fields(record: Record) -> list[tuple[dict[str, Any], str]]:
 def blank_shaped(record: Record) -> bool:
     """Whether the record has text ``erase`` blanks and all of it is ``""`` (a parsed record,
     or a stored payload's JSON)."""
-    fields = text_fields(record)
-    return bool(fields) and not any(body[name] for body, name in fields)
+    paths = ERASABLE_TEXT.get(record["kind"])
+    if paths is None:
+        return False
+    for path in paths:  # apply asks this of every record: no list built
+        value = record["record"]
+        for step in path:
+            value = value[step]
+        if value:
+            return False
+    return True
 
 
 def blank(record: Record) -> Record:
