@@ -110,7 +110,7 @@ def apply(conn: sqlite3.Connection, req: ApplyRequest) -> ApplyResult:
     erased = False
     secure: AbstractContextManager[None] = secure_delete(conn) if blanked else nullcontext()
     # store.db gives every connection a 64 MiB page cache, which bulk batches rely on.
-    with secure, write_tx(conn):
+    with secure, write_tx(conn, (req.tenant_id, req.person_id)):
         (applied_at,) = conn.execute("SELECT unixepoch()").fetchone()
         blank_records = [event.record for _, event in blanked]
         if blanked:

@@ -21,9 +21,10 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import cast
 
 from zkr.errors import StorageError, ZkrError
-from zkr.store.driver import DRIVER_ERRORS, rollback, storage_error
+from zkr.store.driver import DRIVER_ERRORS, is_postgres, rollback, storage_error
 
 __all__ = ["DRIVER_ERRORS", "connect", "read_tx", "rollback", "storage_error", "write_tx"]
 
@@ -51,10 +52,17 @@ def _check_fts5(conn: sqlite3.Connection) -> None:
 def connect(path: str) -> sqlite3.Connection:
     """Open ``path`` (created if missing), migrate it to v10 and enable WAL.
 
+    A ``postgresql://`` (or ``postgres://``) DSN opens a PostgreSQL store instead
+    (:func:`zkr.store.pg.connect`): a connection adapter the store uses like this one.
+
     Raises :class:`~zkr.errors.ZkrError` subclasses: ``unable to open database file: PATH``,
     ``file is not a database``, ``database schema version N is newer than supported version
     10``, migration failures (spec/storage.md §4.5).
     """
+    if path.startswith(("postgresql://", "postgres://")):
+        from zkr.store import pg  # psycopg: only for a PostgreSQL store (zkr[postgres])
+
+        return cast(sqlite3.Connection, pg.connect(path))
     from zkr.store.indexes import ensure_extra_indexes
 
     try:
@@ -139,8 +147,15 @@ def _switch_to_wal(conn: sqlite3.Connection) -> str:
 
 
 @contextmanager
-def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write_tx(conn: sqlite3.Connection, *scopes: tuple[str, str]) -> Iterator[sqlite3.Connection]:
     """One ``BEGIN IMMEDIATE`` transaction: committed on success, rolled back on any error.
+
+    ``scopes`` ((tenant, person) pairs) name the scopes the transaction writes. SQLite's
+    ``BEGIN IMMEDIATE`` already serialises every writer of the file; on PostgreSQL the
+    transaction first takes those scopes' locks in one order
+    (:meth:`zkr.store.pg.adapter.PgConnection.lock_scope`), so writes to one scope are
+    serialised (and its feed sequences ascend in commit order) while other scopes write at
+    once.
 
     Driver errors become :class:`StorageError` carrying SQLite's own message (trigger
     ``RAISE(ABORT, …)`` texts such as ``illegal memory state combination``, ``database or disk
@@ -151,6 +166,9 @@ def write_tx(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
     except DRIVER_ERRORS as exc:
         raise storage_error(exc) from None
     try:
+        if scopes and is_postgres(conn):
+            for scope in sorted(set(scopes)):
+                conn.lock_scope(*scope)  # type: ignore[attr-defined]
         yield conn
     except BaseException as exc:
         rollback(conn)

@@ -39,6 +39,12 @@ def unexpected_content(exc: Exception) -> StorageError:
     return StorageError(f"database content is not what zkr expects: {type(exc).__name__}: {exc}")
 
 
+def is_postgres(conn: object) -> bool:
+    """Whether ``conn`` is a PostgreSQL store's connection (:mod:`zkr.store.pg.adapter`), for
+    the few places where the backends differ by nature (zkr's indexes, SQLite-only upkeep)."""
+    return getattr(conn, "zkr_dialect", None) == "postgresql"
+
+
 def rollback(conn: sqlite3.Connection) -> None:
     """Roll back the open transaction, if any; a failing rollback never hides the first error.
 

@@ -55,6 +55,7 @@ from zkr.errors import InvalidInput
 from zkr.model import EraseReport, EraseRequest
 from zkr.store import feed, search_index
 from zkr.store.db import read_tx, write_tx
+from zkr.store.driver import is_postgres
 from zkr.store.derived import drop_fts_of, optimize_fts
 from zkr.store.feed import Record
 from zkr.store.records import blank, hash_payload, record_identity, text_fields
@@ -279,7 +280,12 @@ def _write(
         # Merge FTS segments so no index page keeps the erased terms; zkr's own
         # search index is rebuildable, so it is dropped and rebuilt on the next search.
         optimize_fts(conn)
-        search_index.drop(conn)
+        if is_postgres(conn):  # re-index the scope's blanked documents now
+            from zkr.store.pg import search as pg_search
+
+            pg_search.drain(conn, tenant, person)  # type: ignore[arg-type]
+        else:
+            search_index.drop(conn)
 
 
 @contextmanager
@@ -314,7 +320,7 @@ def erase(conn: sqlite3.Connection, req: EraseRequest) -> EraseReport:
     if req.dry_run:
         with read_tx(conn):
             return _report(_collect(conn, req), True)
-    with secure_delete(conn), write_tx(conn):
+    with secure_delete(conn), write_tx(conn, (req.tenant_id, req.person_id)):
         found = _collect(conn, req)
         _write(conn, req.tenant_id, req.person_id, found, req.propagate)
     return _report(found, False, truncate_wal(conn))

@@ -25,6 +25,7 @@ from typing import Any
 
 from zkr.codec import canonical
 from zkr.errors import StorageError
+from zkr.store.driver import is_postgres
 from zkr.model import (
     ClaimKind,
     Locator,
@@ -547,6 +548,13 @@ def append_payloads(
     )
     sequence = cursor.lastrowid
     assert sequence is not None
+    if is_postgres(conn):  # events carry their commit's scope there (zkr.store.pg.schema)
+        conn.executemany(
+            "INSERT INTO memory_export_events (tenant_id, person_id, commit_sequence,"
+            " event_index, payload) VALUES (?, ?, ?, ?, ?)",
+            [(tenant_id, person_id, sequence, i, payload) for i, payload in enumerate(payloads)],
+        )
+        return sequence
     conn.executemany(
         "INSERT INTO memory_export_events (commit_sequence, event_index, payload) VALUES (?, ?, ?)",
         [(sequence, index, payload) for index, payload in enumerate(payloads)],

@@ -38,10 +38,11 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from zkr.model import AsOf, Target, TargetKind
 from zkr.store import relevance
+from zkr.store.driver import is_postgres
 from zkr.store.eligibility import (
     CLAIM_CITATION,
     CLAIM_CITATION_AS_OF,
@@ -98,22 +99,21 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def plan_query(conn: sqlite3.Connection, tenant_id: str, person_id: str, query: str) -> QueryPlan:
+def plan_query(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    query: str,
+    index: Index | None = None,
+) -> QueryPlan:
     """Terms, their weights and the informative ones, from the scope's statistics."""
     terms, _ = query_terms(query)
     tag = scope_tag(tenant_id, person_id)
-    row = conn.execute(
-        "SELECT docs, terms FROM zkr_search_scopes WHERE scope = ?", (tag,)
-    ).fetchone()
-    docs, total = (int(row[0]), int(row[1])) if row else (0, 0)
+    if index is None:
+        index = open_index(conn, tenant_id, person_id)
+    docs, total = index.stats(tag)
     tagged = [tag + term for term in terms]
-    df = dict(
-        conn.execute(
-            "SELECT term, docs FROM zkr_search_terms WHERE term IN"
-            " (SELECT value FROM json_each(?))",
-            (json.dumps(tagged),),
-        ).fetchall()
-    )
+    df = index.doc_freqs(tagged)
 
     def common(term: str) -> bool:
         return docs >= COMMON_MIN_DOCS and df.get(term, 0) >= COMMON_SHARE * docs
@@ -178,6 +178,91 @@ FROM json_each(:rowids) AS h
 """
 
 
+# --------------------------------------------------------------------------- the index
+
+
+class Index(Protocol):
+    """What the lane reads from zkr's index of one scope: :class:`SqliteIndex` (FTS5) here,
+    :class:`zkr.store.pg.search.PgIndex` (``tsvector``/GIN) on PostgreSQL. ``scored`` returns
+    (document, bm25) pairs, FTS5's bm25 (lower is better)."""
+
+    def stats(self, tag: str) -> tuple[int, int]: ...
+    def doc_freqs(self, tagged: Sequence[str]) -> dict[str, int]: ...
+    def scored(
+        self, terms: Sequence[str], lo: int, hi: int, n: int | None
+    ) -> list[tuple[int, float]]: ...
+    def older(self, term: str, lo: int, hi: int, n: int) -> int: ...
+    def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]: ...
+    def neighbours(
+        self, docs: Sequence[int], width: int, span: int
+    ) -> list[tuple[int, list[int]]]: ...
+
+
+class SqliteIndex:
+    """The lane's reads from the FTS5 index of :mod:`zkr.store.search_index` for one scope."""
+
+    def __init__(self, conn: sqlite3.Connection, tenant_id: str, person_id: str) -> None:
+        self.conn = conn
+        self.tag = scope_tag(tenant_id, person_id)
+
+    def stats(self, tag: str) -> tuple[int, int]:
+        row = self.conn.execute(
+            "SELECT docs, terms FROM zkr_search_scopes WHERE scope = ?", (tag,)
+        ).fetchone()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def doc_freqs(self, tagged: Sequence[str]) -> dict[str, int]:
+        return dict(
+            self.conn.execute(
+                "SELECT term, docs FROM zkr_search_terms WHERE term IN"
+                " (SELECT value FROM json_each(?))",
+                (json.dumps(list(tagged)),),
+            ).fetchall()
+        )
+
+    def scored(
+        self, terms: Sequence[str], lo: int, hi: int, n: int | None
+    ) -> list[tuple[int, float]]:
+        expr = " OR ".join(_quote(t) for t in terms)
+        if n is None:
+            rows = self.conn.execute(_ALL_SQL, {"expr": expr, "lo": lo, "hi": hi}).fetchall()
+        else:
+            params = {"expr": expr, "lo": lo, "hi": hi, "n": n}
+            rows = self.conn.execute(_SCORED_SQL, params).fetchall()
+        return [(rowid, bm25) for rowid, bm25 in rows]
+
+    def older(self, term: str, lo: int, hi: int, n: int) -> int:
+        params = {"expr": _quote(term), "lo": lo, "hi": hi, "n": n}
+        return int(self.conn.execute(_OLDER_SQL, params).fetchone()[0])
+
+    def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
+        return self.conn.execute(_RESOLVE_SQL, {"rowids": json.dumps(list(docs))}).fetchall()
+
+    def neighbours(
+        self, docs: Sequence[int], width: int, span: int
+    ) -> list[tuple[int, list[int]]]:
+        params = {
+            "rowids": json.dumps(list(docs)),
+            "w": width,
+            "span": span,
+            "tag": self.tag,
+            "claims": CLAIM_BASE,
+        }
+        return [
+            (rowid, json.loads(before) + json.loads(after))
+            for rowid, before, after in self.conn.execute(_NEIGHBOURS_SQL, params)
+        ]
+
+
+def open_index(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> Index:
+    """The scope's index on this connection's backend."""
+    if is_postgres(conn):
+        from zkr.store.pg.search import PgIndex
+
+        return PgIndex(conn, tenant_id, person_id)  # type: ignore[arg-type]
+    return SqliteIndex(conn, tenant_id, person_id)
+
+
 # --------------------------------------------------------------------------- the lane
 
 
@@ -189,9 +274,15 @@ class _Lane:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, tenant_id: str, person_id: str, as_of: AsOf | None
+        self,
+        conn: sqlite3.Connection,
+        tenant_id: str,
+        person_id: str,
+        as_of: AsOf | None,
+        index: Index,
     ) -> None:
         self.conn = conn
+        self.index = index
         self.tag = scope_tag(tenant_id, person_id)
         self.params: dict[str, object] = {"t": tenant_id, "p": person_id}
         if as_of is not None:
@@ -220,7 +311,7 @@ class _Lane:
     def resolve(self, rowids: Iterable[int]) -> None:
         todo = [rowid for rowid in rowids if rowid not in self.docs]
         if todo:
-            for rowid, kind, target, body in self._query(_RESOLVE_SQL, rowids=json.dumps(todo)):
+            for rowid, kind, target, body in self.index.resolve(todo):
                 self.docs[rowid] = (kind, target, body)
 
     def check(self, rowids: Sequence[int]) -> None:
@@ -255,17 +346,7 @@ class _Lane:
 
     def neighbours(self, rowids: Sequence[int]) -> dict[int, list[int]]:
         """The scope's source documents written just before and after each of ``rowids``."""
-        found: dict[int, list[int]] = {}
-        for rowid, before, after in self._query(
-            _NEIGHBOURS_SQL,
-            rowids=json.dumps(list(rowids)),
-            w=NEIGHBOURS,
-            span=SPAN,
-            tag=self.tag,
-            claims=CLAIM_BASE,
-        ):
-            found[rowid] = json.loads(before) + json.loads(after)
-        return found
+        return dict(self.index.neighbours(rowids, NEIGHBOURS, SPAN))
 
     # ------------------------------------------------------------------ scored matches
 
@@ -278,7 +359,7 @@ class _Lane:
             exhausted = True
             next_ranges = []
             for lo, hi in ranges:
-                rows = self._query(_SCORED_SQL, expr=plan.expression(), lo=lo, hi=hi, n=window)
+                rows = self.index.scored(plan.match, lo, hi, window)
                 for rowid, bm25 in rows:
                     scores[rowid] = -bm25
                 if len(rows) == window:
@@ -295,13 +376,10 @@ class _Lane:
     def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> None:
         """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches."""
         rare = [
-            term
-            for term in plan.match
-            if self._query(_OLDER_SQL, expr=_quote(term), lo=lo, hi=hi, n=RARE_DOCS + 1)[0][0]
-            <= RARE_DOCS
+            term for term in plan.match if self.index.older(term, lo, hi, RARE_DOCS + 1) <= RARE_DOCS
         ]
         if rare:
-            for rowid, bm25 in self._query(_ALL_SQL, expr=plan.expression(rare), lo=lo, hi=hi):
+            for rowid, bm25 in self.index.scored(rare, lo, hi, None):
                 scores.setdefault(rowid, -bm25)
 
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
@@ -356,10 +434,11 @@ def lexical_search(
     """
     if cut <= 0:
         return []
-    plan = plan_query(conn, tenant_id, person_id, query)
+    index = open_index(conn, tenant_id, person_id)
+    plan = plan_query(conn, tenant_id, person_id, query, index)
     if not plan.match:
         return []
-    lane = _Lane(conn, tenant_id, person_id, as_of)
+    lane = _Lane(conn, tenant_id, person_id, as_of, index)
     lane.plan = plan
     best: dict[Target, int] = {}
     for rowid in lane.scored(plan, cut):

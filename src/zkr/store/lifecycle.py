@@ -81,7 +81,7 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
     require_text(req.text, "correction text")
     require_text(req.value, "value")
     t, p = req.tenant_id, req.person_id
-    with write_tx(conn):
+    with write_tx(conn, (req.tenant_id, req.person_id)):
         # §3.3 step 4: archived, short_term and pending claims all qualify; only status counts.
         old = _active_claim(
             conn, t, p, req.claim_id, "subject, predicate, kind, valid_from, recorded_from"
@@ -264,7 +264,7 @@ def link(conn: sqlite3.Connection, req: LinkRequest) -> None:
         raise InvalidInput(f"confidence {points} must be at most {MAX_CONFIDENCE} basis points")
     t, p = req.tenant_id, req.person_id
     relation = quoted(req.relation.value)
-    with write_tx(conn):
+    with write_tx(conn, (req.tenant_id, req.person_id)):
         claim = _active_claim(conn, t, p, req.claim_id, "recorded_from")
         evidence = conn.execute(
             "SELECT recorded_at FROM evidence"
@@ -332,7 +332,7 @@ def promote(conn: sqlite3.Connection, req: ClaimTierRequest) -> str:
     claim and ``InvalidInput`` for the promotion rules, in the spec's order.
     """
     require_scope(req.tenant_id, req.person_id)
-    with write_tx(conn):
+    with write_tx(conn, (req.tenant_id, req.person_id)):
         status, state, tier, recorded_from = _tier_row(conn, req)
         if status != Status.ACCEPTED.value:
             raise InvalidInput("promotion requires an active claim")
@@ -353,7 +353,7 @@ def archive(conn: sqlite3.Connection, req: ClaimTierRequest) -> str:
     other check (§5 item 3); retracted claims may be archived (§5 item 4).
     """
     require_scope(req.tenant_id, req.person_id)
-    with write_tx(conn):
+    with write_tx(conn, (req.tenant_id, req.person_id)):
         status, state, tier, recorded_from = _tier_row(conn, req)
         if tier == Tier.ARCHIVE.value:
             return req.claim_id
@@ -431,7 +431,7 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
     require_scope(req.tenant_id, req.person_id)
     t, p, at = req.tenant_id, req.person_id, req.deleted_at
     params = {"t": t, "p": p, "source": req.source_id, "deleted_at": at}
-    with write_tx(conn):
+    with write_tx(conn, (req.tenant_id, req.person_id)):
         source = conn.execute(
             "SELECT recorded_at FROM sources"
             f" WHERE id = ? AND tenant_id = ? AND person_id = ? AND {live_source('')}",

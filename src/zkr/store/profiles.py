@@ -76,7 +76,7 @@ def profile(conn: sqlite3.Connection, req: ProfileRequest) -> ProfileEntry:
     require_scope(req.tenant_id, req.person_id)
     t, p = req.tenant_id, req.person_id
     stability = quoted(req.stability.value)
-    with write_tx(conn):
+    with write_tx(conn, (t, p)):
         claim = conn.execute(
             "SELECT c.predicate, c.value, c.recorded_from FROM claims c"
             f" WHERE c.id = ? AND c.tenant_id = ? AND c.person_id = ? AND {PROFILE_LIVE_CLAIM}",
@@ -185,7 +185,7 @@ def review(conn: sqlite3.Connection, req: ReviewRequest) -> str:
         raise InvalidInput("review needs evidence_ids")
     t, p = req.tenant_id, req.person_id
     evidence_ids = feed.encode_id_list(req.evidence_ids)
-    with write_tx(conn):
+    with write_tx(conn, (t, p)):
         live = {
             row[0]
             for row in conn.execute(

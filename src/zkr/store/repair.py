@@ -48,7 +48,7 @@ def repair(conn: sqlite3.Connection, req: LimitRequest) -> int:
     require_scope(req.tenant_id, req.person_id)
     limit = bounded_limit(req.limit)
     t, p = req.tenant_id, req.person_id
-    with write_tx(conn):
+    with write_tx(conn, (t, p)):
         processed_at = conn.execute("SELECT unixepoch()").fetchone()[0]
         processed = 0
         for rowid, kind_text, target_id in conn.execute(_PENDING_SQL, (t, p, limit)).fetchall():

@@ -34,6 +34,7 @@ from zkr.store.eligibility import (
     VISIBLE_CLAIM,
 )
 from zkr.store.lexical import lexical_search
+from zkr.store.driver import is_postgres
 from zkr.store.search_index import ensure_current
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 
@@ -65,9 +66,14 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         # lexical lane cannot fail on a valid scope and query, so the order is unobservable)
         validate_query(query_embedding)
     try:
-        ensure_current(conn)  # the search index reflects every committed write
-        if hybrid:
-            changes.ensure(conn)  # the change log the dense lane's caches are trusted by
+        if is_postgres(conn):  # its index is kept per scope (zkr.store.pg.search)
+            from zkr.store.pg import search as pg_search
+
+            pg_search.ensure_current(conn, req.tenant_id, req.person_id)  # type: ignore[arg-type]
+        else:
+            ensure_current(conn)  # the search index reflects every committed write
+            if hybrid:
+                changes.ensure(conn)  # the change log the dense lane's caches are trusted by
     except sqlite3.Error as exc:
         raise StorageError(str(exc)) from None
     with read_tx(conn):

@@ -42,7 +42,7 @@ def settle(conn: sqlite3.Connection, req: SettleRequest) -> SettleResult:
     require_scope(req.tenant_id, req.person_id)
     t, p = req.tenant_id, req.person_id
     target = req.processing_state
-    with write_tx(conn):
+    with write_tx(conn, (t, p)):
         row = conn.execute(
             "SELECT status, processing_state, recorded_from FROM claims"
             " WHERE id = ? AND tenant_id = ? AND person_id = ?",

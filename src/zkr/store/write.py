@@ -70,8 +70,12 @@ def remember(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     ``export record exceeds 1048576 bytes``.
     """
     check_request(req)
-    with write_tx(conn):
+    with write_tx(conn, (req.tenant_id, req.person_id)):
         return remember_in_tx(conn, req)
+
+
+def _scopes(reqs: Sequence[RememberRequest]) -> list[tuple[str, str]]:
+    return [(req.tenant_id, req.person_id) for req in reqs]
 
 
 def remember_many(
@@ -90,7 +94,7 @@ def remember_many(
         with at_request(index):
             check_request(req)
     results: list[RememberResult] = []
-    with write_tx(conn):
+    with write_tx(conn, *_scopes(reqs)):
         for index, req in enumerate(reqs):
             with at_request(index):
                 results.append(remember_in_tx(conn, req))
@@ -110,7 +114,7 @@ def remember_each(
     §3.1); ``failed`` (``error`` holds the CLI's message for that request).
     """
     outcomes: list[RememberOutcome] = []
-    with write_tx(conn):
+    with write_tx(conn, *_scopes(reqs)):
         for req in reqs:
             replay = req.ingestion_key is not None and (
                 conn.execute(

@@ -1,0 +1,388 @@
+"""A psycopg connection that speaks the subset of ``sqlite3.Connection`` the store uses.
+
+The store modules hold the rules once, as SQLite-dialect SQL run through
+``conn.execute(sql, params)``. :class:`PgConnection` runs the same calls on PostgreSQL:
+
+* **Statements** are translated once and cached (:func:`translate`): placeholders ``?`` and
+  ``:name`` become psycopg's ``%s`` and ``%(name)s``; ``json_each(X)`` becomes
+  ``json_array_elements_text(X::json)`` (its column is also called ``value``),
+  ``json_extract(X, '$.a')`` becomes ``X::json #>> '{a}'``, ``json_group_array`` ``json_agg``,
+  ``unixepoch()`` the transaction's epoch second, ``lower(hex(randomblob(16)))`` a random
+  UUID's hex, ``COLLATE BINARY`` ``COLLATE "C"``, ``BEGIN IMMEDIATE`` ``BEGIN``; an upsert on a
+  row's id conflicts on ``(tenant_id, person_id, id)`` (ids are unique per scope here, see
+  :mod:`zkr.store.pg.schema`). ``PRAGMA`` statements (SQLite's page cache, ``secure_delete``,
+  checkpoints) are answered without reaching the server.
+* **Parameters** are bound client-side (psycopg's ``ClientCursor``), so an untyped ``?`` takes
+  its type from where it stands as it does in SQLite; a Python ``bool`` is sent as 0/1.
+* **Results** come back as SQLite returns them: ``numeric`` (PostgreSQL's ``sum`` of integers)
+  as ``int`` when integral, ``boolean`` (a predicate in a select list) as 0/1, ``json`` as text.
+* **Errors** become ``sqlite3`` exception types carrying the server's primary message, so every
+  ``except sqlite3.Error`` / ``IntegrityError`` in the store (and :mod:`zkr.store.driver`) sees
+  them unchanged: integrity violations (class 23, which zkr's trigger functions raise with the
+  SQLite trigger's text) as ``IntegrityError``, everything else as ``OperationalError``.
+* **Transactions** are explicit, as with ``sqlite3``'s ``isolation_level=None``: the store issues
+  ``BEGIN``/``COMMIT``/``ROLLBACK``/``SAVEPOINT`` itself (:func:`zkr.store.db.write_tx`).
+  :meth:`PgConnection.lock_scope` takes the per-scope write lock.
+
+Only this package imports psycopg; the SQLite path never loads it.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import ClientCursor
+from psycopg.adapt import Loader
+
+DIALECT = "postgresql"
+
+Params = Sequence[Any] | Mapping[str, Any]
+
+
+# --------------------------------------------------------------------------- result types
+
+
+class _IntegralNumericLoader(Loader):
+    """``numeric`` as ``int`` when integral (``sum`` of integers), else ``float``."""
+
+    def load(self, data: Any) -> Any:
+        text = bytes(data).decode()
+        if "." in text or "e" in text or "N" in text:
+            return float(text)
+        return int(text)
+
+
+class _BoolAsIntLoader(Loader):
+    """``boolean`` as SQLite's 0/1."""
+
+    def load(self, data: Any) -> int:
+        return 1 if bytes(data) == b"t" else 0
+
+
+class _TextLoader(Loader):
+    """``json`` / ``jsonb`` as the text SQLite returns."""
+
+    def load(self, data: Any) -> str:
+        return bytes(data).decode()
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    adapters = conn.adapters
+    adapters.register_loader("numeric", _IntegralNumericLoader)
+    adapters.register_loader("bool", _BoolAsIntLoader)
+    adapters.register_loader("json", _TextLoader)
+    adapters.register_loader("jsonb", _TextLoader)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+class PgOperationalError(sqlite3.OperationalError):
+    """A PostgreSQL failure other than an integrity violation (message: the server's)."""
+
+
+class PgIntegrityError(sqlite3.IntegrityError):
+    """A PostgreSQL integrity violation (SQLSTATE class 23), including zkr's trigger aborts."""
+
+
+def driver_error(exc: psycopg.Error) -> sqlite3.Error:
+    """``exc`` as the ``sqlite3`` exception type the store expects, with the primary message."""
+    diag = getattr(exc, "diag", None)
+    message = (diag.message_primary if diag is not None else None) or str(exc).split("\n")[0]
+    state = getattr(exc, "sqlstate", None) or ""
+    if state.startswith("23"):
+        return PgIntegrityError(message)
+    return PgOperationalError(message)
+
+
+# --------------------------------------------------------------------------- translation
+
+_TOKEN = re.compile(
+    r"--[^\n]*"  # comment (dropped)
+    r"|'(?:[^']|'')*'"  # string literal
+    r'|"(?:[^"]|"")*"'  # quoted identifier
+    r"|::"  # a PostgreSQL cast (in statements written for PostgreSQL)
+    r"|\?"
+    r"|:[A-Za-z_][A-Za-z0-9_]*"
+    r"|%"
+    r"""|-|[^'"?:%-]+|:"""
+)
+
+_JSON_PATH = re.compile(r"\$((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)")
+_ARG = r"((?:[^(),']|\([^()]*\))+?)"
+
+
+def _pg_path(path: str) -> str:
+    """``$.a.b[0]`` as PostgreSQL's path array literal ``'{a,b,0}'``."""
+    match = _JSON_PATH.fullmatch(path)
+    if match is None:
+        raise ValueError(f"unsupported JSON path {path!r}")
+    parts = re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]", match.group(1))
+    return "'{" + ",".join(name or index for name, index in parts) + "}'"
+
+
+_REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
+    (re.compile(r"\bBEGIN IMMEDIATE\b"), "BEGIN"),
+    # SQLite's unary + (keeps its planner off an index) on a text column
+    (re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])"), ""),
+    (re.compile(r"\blower\(hex\(randomblob\(16\)\)\)"), "replace(gen_random_uuid()::text, '-', '')"),
+    (re.compile(r"\bunixepoch\(\)"), "CAST(floor(extract(epoch FROM now())) AS bigint)"),
+    (
+        re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*,\s*'([^']*)'\s*\)"),
+        lambda m: f"json_array_elements_text(({m.group(1)})::json #> {_pg_path(m.group(2))})",
+    ),
+    (
+        re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*\)"),
+        lambda m: f"json_array_elements_text(({m.group(1)})::json)",
+    ),
+    (
+        re.compile(r"\bjson_extract\(\s*" + _ARG + r"\s*,\s*'([^']*)'\s*\)"),
+        lambda m: f"(({m.group(1)})::json #>> {_pg_path(m.group(2))})",
+    ),
+    (
+        re.compile(r"\bjson_group_array\(\s*" + _ARG + r"\s*\)"),
+        lambda m: f"COALESCE(json_agg({m.group(1)})::text, '[]')",
+    ),
+    (re.compile(r"\bCOLLATE BINARY\b"), 'COLLATE "C"'),
+    # SQLite's CROSS JOIN … ON fixes the join order; PostgreSQL plans an inner join itself
+    (re.compile(r"\bCROSS JOIN (\w+(?: AS)? \w+ ON)\b"), r"JOIN \1"),
+    # SQLite's NOCASE folds ASCII letters only, as lower() does under the "C" collation
+    (
+        re.compile(r"(\S+) = (%\(\w+\)s|%s) COLLATE NOCASE"),
+        r'lower(\1) = lower(\2 COLLATE "C")',
+    ),
+    (re.compile(r"\blength\(CAST\((.+?) AS BLOB\)\)"), r"octet_length(\1)"),
+    # events join their commit within its scope (zkr.store.pg.schema keys them so)
+    (
+        re.compile(r"\b(?:(\w+)\.)?commit_sequence = (\w+)\.sequence\b"),
+        lambda m: (
+            f"{m.group(0)} AND {m.group(1) + '.' if m.group(1) else ''}tenant_id ="
+            f" {m.group(2)}.tenant_id AND {m.group(1) + '.' if m.group(1) else ''}person_id ="
+            f" {m.group(2)}.person_id"
+        ),
+    ),
+    (re.compile(r"\bmain\."), ""),
+    # ids are unique per scope (zkr.store.pg.schema): an upsert on an id is an upsert on the
+    # scoped key
+    (re.compile(r"\bON CONFLICT \(id\)"), "ON CONFLICT (tenant_id, person_id, id)"),
+)
+
+# Statements whose SQLite form does not translate word for word: the SQLite text (whitespace
+# collapsed) -> the PostgreSQL text. Each names the store module it belongs to.
+_SPECIAL: dict[str, str] = {}
+
+# INSERTs whose cursor must report ``lastrowid``: table -> the generated key to return.
+_RETURNING = {"memory_commits": "sequence"}
+_INSERT_INTO = re.compile(r"^\s*INSERT\s+INTO\s+([A-Za-z_]+)", re.IGNORECASE)
+
+
+def special(sqlite_sql: str, pg_sql: str) -> None:
+    """Register the PostgreSQL form of one store statement that needs more than translation."""
+    _SPECIAL[" ".join(sqlite_sql.split())] = pg_sql
+
+
+def _placeholders(sql: str) -> str:
+    out: list[str] = []
+    for token in _TOKEN.findall(sql):
+        if token.startswith("--"):
+            continue
+        if token == "?":
+            out.append("%s")
+        elif token == "%":
+            out.append("%%")
+        elif token.startswith(":") and len(token) > 1 and token != "::":
+            out.append(f"%({token[1:]})s")
+        elif token.startswith("'"):
+            out.append(token.replace("%", "%%"))
+        else:
+            out.append(token)
+    return "".join(out)
+
+
+_CACHE: dict[str, tuple[str, str | None]] = {}
+
+
+def translate(sql: str) -> tuple[str, str | None]:
+    """The PostgreSQL form of one store statement and, for an INSERT that reports
+    ``lastrowid``, the column it returns. Cached per statement text."""
+    found = _CACHE.get(sql)
+    if found is not None:
+        return found
+    key = " ".join(sql.split())
+    text = _SPECIAL.get(key)
+    if text is None:
+        text = _placeholders(sql)
+        for pattern, replacement in _REWRITES:
+            text = pattern.sub(replacement, text)
+    returning = None
+    match = _INSERT_INTO.match(text)
+    if match and match.group(1) in _RETURNING and "RETURNING" not in text.upper():
+        returning = _RETURNING[match.group(1)]
+        text = f"{text} RETURNING {returning}"
+    found = (text, returning)
+    _CACHE[sql] = found
+    return found
+
+
+def _bind(params: Params | None) -> Any:
+    if params is None:
+        return None
+    if isinstance(params, Mapping):
+        return {k: int(v) if type(v) is bool else v for k, v in params.items()}
+    return [int(v) if type(v) is bool else v for v in params]
+
+
+# --------------------------------------------------------------------------- cursor
+
+
+class PgCursor:
+    """The rows of one statement, read like a ``sqlite3.Cursor``."""
+
+    __slots__ = ("_rows", "lastrowid", "rowcount")
+
+    def __init__(self, rows: list[tuple[Any, ...]], rowcount: int, lastrowid: int | None):
+        self._rows = rows
+        self.rowcount = rowcount
+        self.lastrowid = lastrowid
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self._rows.pop(0) if self._rows else None
+
+    def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
+        rows, self._rows = self._rows[:size], self._rows[size:]
+        return rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        rows, self._rows = self._rows, []
+        return rows
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        rows, self._rows = self._rows, []
+        return iter(rows)
+
+
+_PRAGMA = re.compile(r"^\s*PRAGMA\s+([a-z_]+)\s*(?:\((.*)\))?\s*(=.*)?$", re.IGNORECASE | re.S)
+# What a PRAGMA read answers on PostgreSQL (none of them has a meaning here).
+_PRAGMA_ANSWERS: dict[str, tuple[Any, ...]] = {
+    "secure_delete": (0,),
+    "wal_checkpoint": (0, 0, 0),
+    "data_version": (0,),
+    "mmap_size": (0,),
+    "cache_size": (0,),
+    "user_version": (10,),
+    "foreign_keys": (1,),
+}
+
+
+class PgConnection:
+    """One PostgreSQL session used like a ``sqlite3.Connection`` by the store.
+
+    ``zkr_dialect`` is ``"postgresql"`` (:func:`zkr.store.driver.is_postgres`); ``dsn`` the
+    address it was opened with; ``schema`` the schema holding the store (first of the
+    session's ``search_path``).
+    """
+
+    zkr_dialect = DIALECT
+
+    def __init__(self, raw: psycopg.Connection[Any], dsn: str, schema: str) -> None:
+        self.raw = raw
+        self.dsn = dsn
+        self.schema = schema
+        self._cursor = ClientCursor(raw)
+        self.total_changes = 0
+
+    # -- sqlite3.Connection surface
+    @property
+    def in_transaction(self) -> bool:
+        status = self.raw.info.transaction_status
+        return status != psycopg.pq.TransactionStatus.IDLE
+
+    def execute(self, sql: str, params: Params | None = None) -> PgCursor:
+        pragma = _PRAGMA.match(sql) if sql.lstrip()[:6].upper() == "PRAGMA" else None
+        if pragma is not None:
+            answer = _PRAGMA_ANSWERS.get(pragma.group(1).lower(), (0,))
+            return PgCursor([] if pragma.group(3) else [answer], -1, None)
+        text, returning = translate(sql)
+        if text == "":
+            return PgCursor([], 0, None)
+        return self._run(text, _bind(params), returning)
+
+    def executemany(self, sql: str, seq: Iterable[Params]) -> PgCursor:
+        text, _ = translate(sql)
+        rows = [_bind(p) for p in seq]
+        if not rows:
+            return PgCursor([], 0, None)
+        try:
+            self._cursor.executemany(text, rows)
+        except psycopg.Error as exc:
+            raise driver_error(exc) from None
+        count = self._cursor.rowcount
+        self.total_changes += max(count, 0)
+        return PgCursor([], count, None)
+
+    def execute_native(self, sql: str, params: Any = None) -> PgCursor:
+        """Run PostgreSQL SQL as written (``%s`` placeholders), for backend-specific modules."""
+        return self._run(sql, params, None)
+
+    def raw_executemany(self, sql: str, rows: list[Any]) -> None:
+        """``executemany`` of PostgreSQL SQL as written (``%s`` placeholders)."""
+        try:
+            self._cursor.executemany(sql, rows)
+        except psycopg.Error as exc:
+            raise driver_error(exc) from None
+        self.total_changes += len(rows)
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def lock_scope(self, tenant_id: str, person_id: str) -> None:
+        """Hold the scope's write lock until the transaction ends (every write transaction of
+        a scope takes it first, so a scope's writes, and its feed sequences, are serialised
+        like a SQLite file's while other scopes write at once)."""
+        self._run(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            [f"zkr\x1f{tenant_id}\x1f{person_id}"],
+            None,
+        )
+
+    # -- internals
+    def _run(self, text: str, params: Any, returning: str | None) -> PgCursor:
+        cur = self._cursor
+        try:
+            cur.execute(text, params)
+            rows = cur.fetchall() if cur.description is not None else []
+        except psycopg.Error as exc:
+            raise driver_error(exc) from None
+        count = cur.rowcount
+        if cur.description is None or returning is not None:
+            self.total_changes += max(count, 0)
+        lastrowid = rows[0][0] if returning is not None and rows else None
+        return PgCursor(rows, count, lastrowid)
+
+
+def open_connection(dsn: str) -> PgConnection:
+    """Connect to ``dsn`` in autocommit mode (the store issues its own ``BEGIN``).
+
+    Raises ``sqlite3.OperationalError`` (:func:`driver_error`) when the server refuses.
+    """
+    try:
+        raw = psycopg.connect(dsn, autocommit=True)
+    except psycopg.Error as exc:
+        raise driver_error(exc) from None
+    _configure(raw)
+    row = raw.execute("SELECT current_schemas(false), current_setting('search_path')").fetchone()
+    schema = _first_schema(row[1] if row else "") or "public"
+    return PgConnection(raw, dsn, schema)
+
+
+def _first_schema(search_path: str) -> str:
+    first = search_path.split(",")[0].strip()
+    if first.startswith('"') and first.endswith('"'):
+        return first[1:-1].replace('""', '"')
+    if first == "$user":
+        return ""
+    return first
