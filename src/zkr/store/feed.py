@@ -25,7 +25,6 @@ from typing import Any
 
 from zkr.codec import canonical
 from zkr.errors import StorageError
-from zkr.store.driver import is_postgres
 from zkr.model import (
     ClaimKind,
     Locator,
@@ -36,6 +35,7 @@ from zkr.model import (
     Status,
     Tier,
 )
+from zkr.store.driver import is_postgres
 
 RECORD_LIMIT = 1_048_576
 """Largest canonical payload of one record, in UTF-8 bytes (exactly 1 MiB is allowed)."""

@@ -238,9 +238,7 @@ class SqliteIndex:
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
         return self.conn.execute(_RESOLVE_SQL, {"rowids": json.dumps(list(docs))}).fetchall()
 
-    def neighbours(
-        self, docs: Sequence[int], width: int, span: int
-    ) -> list[tuple[int, list[int]]]:
+    def neighbours(self, docs: Sequence[int], width: int, span: int) -> list[tuple[int, list[int]]]:
         params = {
             "rowids": json.dumps(list(docs)),
             "w": width,
@@ -376,7 +374,9 @@ class _Lane:
     def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> None:
         """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches."""
         rare = [
-            term for term in plan.match if self.index.older(term, lo, hi, RARE_DOCS + 1) <= RARE_DOCS
+            term
+            for term in plan.match
+            if self.index.older(term, lo, hi, RARE_DOCS + 1) <= RARE_DOCS
         ]
         if rare:
             for rowid, bm25 in self.index.scored(rare, lo, hi, None):

@@ -24,6 +24,7 @@ from zkr.model import (
     TargetKind,
 )
 from zkr.store.db import read_tx
+from zkr.store.driver import is_postgres
 from zkr.store.eligibility import (
     CLAIM_CITATION,
     CLAIM_CITATION_AS_OF,
@@ -34,7 +35,6 @@ from zkr.store.eligibility import (
     VISIBLE_CLAIM,
 )
 from zkr.store.lexical import lexical_search
-from zkr.store.driver import is_postgres
 from zkr.store.search_index import ensure_current
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 

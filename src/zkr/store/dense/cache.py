@@ -48,6 +48,7 @@ from zkr.store import changes, vectorfile
 from zkr.store.dense.decode import decode_texts
 from zkr.store.dense.kernels import sequential_norms
 from zkr.store.dense.mapping import Derived, Row, derive, id_array
+from zkr.store.driver import is_postgres
 from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, SCOPE_LINKS_SQL
 from zkr.store.embeddings import lane as stored_lane
 from zkr.store.vectors import LaneConfig, decode_config
@@ -211,6 +212,12 @@ def state(
     state stands, also when it was just read from the lane state file by a fresh process;
     else a full :func:`_refresh`.
     """
+    if is_postgres(conn):
+        # PostgreSQL: an exact scan of the person's lane on every search; no side file, no
+        # cache across calls (nothing there says cheaply that no other session wrote)
+        cache = _LaneCache(conn, (tenant_id, person_id, model, version))
+        _refresh(conn, cache)
+        return cache, cache.derived
     cache = _lane_cache(conn, (tenant_id, person_id, model, version))
     sig = signature(conn)
     if cache.signature == sig:
@@ -331,6 +338,8 @@ def _save_state(cache: _LaneCache) -> None:
 def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneConfig | None:
     """The lane's configuration (§9.3) without reading any vector: from the cache when it is
     current, else from a few index seeks (:func:`zkr.store.embeddings.lane`)."""
+    if is_postgres(conn):
+        return stored_lane(conn, *scope)
     with _CACHES_LOCK:
         cache = _CACHES.get((id(conn), *scope))
     if cache is not None and cache.conn is conn and cache.signature == signature(conn):

@@ -129,11 +129,21 @@ _REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
     (re.compile(r"\bBEGIN IMMEDIATE\b"), "BEGIN"),
     # SQLite's unary + (keeps its planner off an index) on a text column
     (re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])"), ""),
-    (re.compile(r"\blower\(hex\(randomblob\(16\)\)\)"), "replace(gen_random_uuid()::text, '-', '')"),
+    (
+        re.compile(r"\blower\(hex\(randomblob\(16\)\)\)"),
+        "replace(gen_random_uuid()::text, '-', '')",
+    ),
     (re.compile(r"\bunixepoch\(\)"), "CAST(floor(extract(epoch FROM now())) AS bigint)"),
     (
         re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*,\s*'([^']*)'\s*\)"),
         lambda m: f"json_array_elements_text(({m.group(1)})::json #> {_pg_path(m.group(2))})",
+    ),
+    (  # json_each's ``key`` of an array is the element's index
+        re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*\)\s+ORDER BY key\b"),
+        lambda m: (
+            f"json_array_elements_text(({m.group(1)})::json) WITH ORDINALITY AS je(value, key)"
+            " ORDER BY key"
+        ),
     ),
     (
         re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*\)"),
@@ -375,14 +385,14 @@ def open_connection(dsn: str) -> PgConnection:
         raise driver_error(exc) from None
     _configure(raw)
     row = raw.execute("SELECT current_schemas(false), current_setting('search_path')").fetchone()
-    schema = _first_schema(row[1] if row else "") or "public"
+    existing, search_path = (row[0], row[1]) if row else ([], "")
+    schema = _first_schema(search_path) or (existing[0] if existing else "public")
     return PgConnection(raw, dsn, schema)
 
 
 def _first_schema(search_path: str) -> str:
+    """The first schema ``search_path`` names ("" for ``$user``: the server resolves it)."""
     first = search_path.split(",")[0].strip()
     if first.startswith('"') and first.endswith('"'):
-        return first[1:-1].replace('""', '"')
-    if first == "$user":
-        return ""
-    return first
+        first = first[1:-1].replace('""', '"')
+    return "" if first == "$user" else first

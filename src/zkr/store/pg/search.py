@@ -231,8 +231,7 @@ def _remove(
             [*scope, docs],
         )
         conn.execute_native(
-            "DELETE FROM zkr_search_map WHERE tenant_id = %s AND person_id = %s"
-            " AND doc = ANY(%s)",
+            "DELETE FROM zkr_search_map WHERE tenant_id = %s AND person_id = %s AND doc = ANY(%s)",
             [*scope, docs],
         )
     return old
@@ -382,9 +381,7 @@ class PgIndex:
         ).fetchall()
         return [(int(d), k, t, b) for d, k, t, b in rows]
 
-    def neighbours(
-        self, docs: Sequence[int], width: int, span: int
-    ) -> list[tuple[int, list[int]]]:
+    def neighbours(self, docs: Sequence[int], width: int, span: int) -> list[tuple[int, list[int]]]:
         """For each of ``docs``: the ``width`` source documents of the scope on each side of it
         within ``span`` numbers (before it nearest first, then after it)."""
         rows = self.conn.execute_native(
@@ -405,4 +402,7 @@ class PgIndex:
                 "docs": list(docs),
             },
         ).fetchall()
-        return [(int(d), [int(x) for x in before] + [int(x) for x in after]) for d, before, after in rows]
+        return [
+            (int(d), [int(x) for x in before] + [int(x) for x in after])
+            for d, before, after in rows
+        ]
