@@ -126,7 +126,10 @@ def _pg_path(path: str) -> str:
 
 
 _REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
-    (re.compile(r"\bBEGIN IMMEDIATE\b"), "BEGIN"),
+    # a read transaction (zkr.store.db.read_tx): one snapshot for all its statements
+    (re.compile(r"^\s*BEGIN\s*$"), "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+    # a write transaction: read committed, after the scope lock (zkr.store.db.write_tx)
+    (re.compile(r"\bBEGIN IMMEDIATE\b"), "BEGIN READ WRITE"),
     # SQLite's unary + (keeps its planner off an index) on a text column
     (re.compile(r"(?<=[\s(])\+(?=[A-Za-z_])"), ""),
     (
@@ -214,6 +217,7 @@ def _placeholders(sql: str) -> str:
 
 
 _CACHE: dict[str, tuple[str, str | None]] = {}
+CACHE_LIMIT = 4096
 
 
 def translate(sql: str) -> tuple[str, str | None]:
@@ -234,6 +238,8 @@ def translate(sql: str) -> tuple[str, str | None]:
         returning = _RETURNING[match.group(1)]
         text = f"{text} RETURNING {returning}"
     found = (text, returning)
+    if len(_CACHE) >= CACHE_LIMIT:
+        _CACHE.clear()  # statements built with a variable number of placeholders
     _CACHE[sql] = found
     return found
 
@@ -252,27 +258,32 @@ def _bind(params: Params | None) -> Any:
 class PgCursor:
     """The rows of one statement, read like a ``sqlite3.Cursor``."""
 
-    __slots__ = ("_rows", "lastrowid", "rowcount")
+    __slots__ = ("_at", "_rows", "lastrowid", "rowcount")
 
     def __init__(self, rows: list[tuple[Any, ...]], rowcount: int, lastrowid: int | None):
         self._rows = rows
+        self._at = 0
         self.rowcount = rowcount
         self.lastrowid = lastrowid
 
     def fetchone(self) -> tuple[Any, ...] | None:
-        return self._rows.pop(0) if self._rows else None
+        if self._at >= len(self._rows):
+            return None
+        self._at += 1
+        return self._rows[self._at - 1]
 
     def fetchmany(self, size: int = 1) -> list[tuple[Any, ...]]:
-        rows, self._rows = self._rows[:size], self._rows[size:]
+        rows = self._rows[self._at : self._at + size]
+        self._at += len(rows)
         return rows
 
     def fetchall(self) -> list[tuple[Any, ...]]:
-        rows, self._rows = self._rows, []
+        rows = self._rows[self._at :]
+        self._at = len(self._rows)
         return rows
 
     def __iter__(self) -> Iterator[tuple[Any, ...]]:
-        rows, self._rows = self._rows, []
-        return iter(rows)
+        return iter(self.fetchall())
 
 
 _PRAGMA = re.compile(r"^\s*PRAGMA\s+([a-z_]+)\s*(?:\((.*)\))?\s*(=.*)?$", re.IGNORECASE | re.S)
