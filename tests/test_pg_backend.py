@@ -275,3 +275,193 @@ def test_the_sqlite_path_never_imports_psycopg(tmp_path: Path) -> None:
         "assert not [m for m in sys.modules if m.startswith(('psycopg', 'zkr.store.pg'))]\n"
     )
     subprocess.run([sys.executable, "-c", script], check=True)
+
+
+# --------------------------------------------------------------------------- command parity
+
+
+def _normalise(value: Any, names: dict[str, str]) -> Any:
+    """Clock stamps dropped."""
+    if isinstance(value, dict):
+        return {k: _normalise(v, names) for k, v in value.items() if k not in ("created_at",)}
+    if isinstance(value, list):
+        return [_normalise(v, names) for v in value]
+    return value
+
+
+def _resolve(value: Any, results: dict[str, Any]) -> Any:
+    if isinstance(value, dict):
+        return {k: _resolve(v, results) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_resolve(v, results) for v in value]
+    if isinstance(value, str) and value.startswith("$"):
+        name, _, field = value[1:].partition(".")
+        found: Any = results[name]
+        for part in field.split("."):
+            found = found[int(part)] if isinstance(found, list) else found[part]
+        return found
+    return value
+
+
+def _scope(**fields: Any) -> dict[str, Any]:
+    return {"tenant_id": "t", "person_id": "p", **fields}
+
+
+def _claim(subject: str, predicate: str, value: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "subject": subject,
+        "predicate": predicate,
+        "value": value,
+        "kind": "fact",
+        "valid_from": 10,
+        **extra,
+    }
+
+
+def _capture(text: str, at: int, **extra: Any) -> dict[str, Any]:
+    return _scope(kind="conversation", text=text, captured_at=at, recorded_at=at, **extra)
+
+
+_EMBEDDING = {"model": "m", "version": "1", "normalization": "l2", "distance": "cosine"}
+
+# (name, command, request): every command, each result compared across backends
+SESSION: list[tuple[str, str, dict[str, Any]]] = [
+    ("a", "remember", _capture("Sam works at Acme", 10, claim=_claim("Sam", "employer", "Acme"))),
+    (
+        "b",
+        "remember",
+        _capture(
+            "Sam lives in Berlin",
+            11,
+            ingestion_key="k-1",
+            claim=_claim("Sam", "city", "Berlin", kind="profile_fact"),
+        ),
+    ),
+    (
+        "b2",
+        "remember",
+        _capture(
+            "Sam lives in Berlin",
+            11,
+            ingestion_key="k-1",
+            claim=_claim("Sam", "city", "Berlin", kind="profile_fact"),
+        ),
+    ),
+    (
+        "c",
+        "remember",
+        _capture(
+            "Maybe Sam likes tea",
+            12,
+            claim=_claim("Sam", "likes", "tea", tier="short_term", processing_state="pending"),
+        ),
+    ),
+    (
+        "d",
+        "remember",
+        _capture(
+            "The door code is 4412",
+            13,
+            locator={
+                "device_id": "d",
+                "provider": "p",
+                "stream_id": "s",
+                "segment_id": "g",
+                "start_ms": 1,
+                "end_ms": 2,
+            },
+        ),
+    ),
+    ("s1", "search", _scope(query="Sam")),
+    ("g", "get", _scope(target={"kind": "claim", "id": "$a.claim_id"})),
+    ("loc", "locator", _scope(evidence_id="$d.evidence_id")),
+    ("pr", "profile", _scope(stability="current", claim_id="$b.claim_id", recorded_at=14)),
+    ("prs", "profiles", _scope(limit=10)),
+    (
+        "rv",
+        "review",
+        _scope(day="2026-07-21", summary="Talk", evidence_ids=["$a.evidence_id"], recorded_at=14),
+    ),
+    ("rvs", "reviews", _scope(limit=10)),
+    (
+        "lk",
+        "link",
+        _scope(
+            claim_id="$a.claim_id",
+            evidence_id="$d.evidence_id",
+            relation="contradicts",
+            confidence_basis_points=4000,
+        ),
+    ),
+    ("st", "settle", _scope(claim_id="$c.claim_id", processing_state="processed", recorded_at=15)),
+    ("pm", "promote", _scope(claim_id="$c.claim_id", recorded_at=16)),
+    (
+        "co",
+        "correct",
+        _scope(
+            claim_id="$a.claim_id",
+            text="Sam moved to Globex",
+            value="Globex",
+            valid_at=20,
+            recorded_at=20,
+        ),
+    ),
+    ("ar", "archive", _scope(claim_id="$c.claim_id", recorded_at=21)),
+    ("s2", "search", _scope(query="Sam Globex Acme tea")),
+    ("s3", "search", _scope(query="Sam", as_of={"valid_at": 15, "recorded_at": 15})),
+    ("tr", "trace", _scope(target={"kind": "claim", "id": "$co.claim_id"})),
+    ("lu", "lookup", _scope(subject="sam", predicate="EMPLOYER")),
+    ("br", "browse", _scope(limit=20, records="claims")),
+    ("bs", "browse", _scope(limit=20, records="sources")),
+    ("cx", "context", _scope(query="where does Sam work", max_bytes=2000)),
+    ("pj", "projections", _scope(model="m", version="1", limit=20)),
+    (
+        "e1",
+        "embed",
+        _scope(
+            target={"kind": "source", "id": "$d.source_id"},
+            embedding={**_EMBEDDING, "vector": [0.6, 0.8], "input_hash": "$pj.0.input.input_hash"},
+        ),
+    ),
+    (
+        "h",
+        "search",
+        _scope(query="door", query_embedding={"vector": [0.6, 0.8], "model": "m", "version": "1"}),
+    ),
+    ("del", "delete", _scope(source_id="$d.source_id", deleted_at=30)),
+    ("rp", "repair", _scope(limit=50)),
+    ("ed", "erase", _scope(dry_run=True)),
+    ("er", "erase", _scope()),
+    ("s4", "search", _scope(query="door code")),
+    ("ex", "export", {"export_format": 1, "tenant_id": "t", "person_id": "p", "limit": 100}),
+    (
+        "bad",
+        "correct",
+        _scope(claim_id="$a.claim_id", text="x", value="y", valid_at=5, recorded_at=5),
+    ),
+]
+
+
+def test_every_command_answers_as_on_sqlite(
+    pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same session on both backends, with the same ids minted in the same order, gives
+    the same responses and errors, byte for byte (clock stamps aside)."""
+    import itertools
+
+    from zkr.store import derived, lifecycle, profiles, write
+
+    lite = str(tmp_path / "m.db")
+    outputs: dict[str, list[Any]] = {}
+    for db in (lite, pg_dsn):
+        counter = itertools.count(1)
+        for module in (derived, lifecycle, profiles, write):
+            monkeypatch.setattr(module, "new_id", lambda c=counter: f"{next(c):032x}")
+        results: dict[str, Any] = {}
+        outputs[db] = []
+        for name, command, request in SESSION:
+            code, out = call(db, command, _resolve(request, results))
+            results[name] = out
+            outputs[db].append((name, code, _normalise(out, {})))
+    for got, want in zip(outputs[pg_dsn], outputs[lite], strict=True):
+        assert got == want

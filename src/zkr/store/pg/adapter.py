@@ -141,6 +141,12 @@ _REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
         re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*,\s*'([^']*)'\s*\)"),
         lambda m: f"json_array_elements_text(({m.group(1)})::json #> {_pg_path(m.group(2))})",
     ),
+    (  # the listed values compare and sort as the "C" text columns they meet
+        re.compile(r"\bSELECT value FROM json_each\(\s*" + _ARG + r"\s*\)"),
+        lambda m: (
+            f'SELECT value COLLATE "C" AS value FROM json_array_elements_text(({m.group(1)})::json)'
+        ),
+    ),
     (  # json_each's ``key`` of an array is the element's index
         re.compile(r"\bjson_each\(\s*" + _ARG + r"\s*\)\s+ORDER BY key\b"),
         lambda m: (
@@ -232,6 +238,7 @@ def translate(sql: str) -> tuple[str, str | None]:
         text = _placeholders(sql)
         for pattern, replacement in _REWRITES:
             text = pattern.sub(replacement, text)
+        text = _alias_subqueries(text)
     returning = None
     match = _INSERT_INTO.match(text)
     if match and match.group(1) in _RETURNING and "RETURNING" not in text.upper():
@@ -242,6 +249,40 @@ def translate(sql: str) -> tuple[str, str | None]:
         _CACHE.clear()  # statements built with a variable number of placeholders
     _CACHE[sql] = found
     return found
+
+
+_SUBQUERY = re.compile(r"\bFROM\s*\(\s*(?:SELECT|WITH)\b", re.IGNORECASE)
+_ALIASED = re.compile(
+    r"\s*(?:AS\b|(?!(?:WHERE|ORDER|GROUP|LIMIT|UNION|JOIN|LEFT|CROSS|ON|HAVING)\b)[A-Za-z_])",
+    re.IGNORECASE,
+)
+
+
+def _alias_subqueries(text: str) -> str:
+    """Name every ``FROM (SELECT …)`` that SQLite lets go unnamed (PostgreSQL 15 needs one)."""
+    out: list[str] = []
+    at = 0
+    count = 0
+    for match in _SUBQUERY.finditer(text):
+        open_at = text.index("(", match.start())
+        depth = 0
+        close_at = -1
+        for i in range(open_at, len(text)):
+            if text[i] == "(":
+                depth += 1
+            elif text[i] == ")":
+                depth -= 1
+                if depth == 0:
+                    close_at = i
+                    break
+        if close_at < 0 or _ALIASED.match(text, close_at + 1):
+            continue
+        count += 1
+        out.append(text[at : close_at + 1])
+        out.append(f" AS zkr_sub{count}")
+        at = close_at + 1
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _bind(params: Params | None) -> Any:
