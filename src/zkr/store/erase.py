@@ -55,8 +55,8 @@ from zkr.errors import InvalidInput
 from zkr.model import EraseReport, EraseRequest
 from zkr.store import feed, search_index
 from zkr.store.db import read_tx, write_tx
-from zkr.store.driver import is_postgres
 from zkr.store.derived import drop_fts_of, optimize_fts
+from zkr.store.driver import is_postgres
 from zkr.store.feed import Record
 from zkr.store.records import blank, hash_payload, record_identity, text_fields
 from zkr.text import require_scope

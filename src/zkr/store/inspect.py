@@ -32,6 +32,7 @@ from zkr.model import (
 )
 from zkr.store import eligibility
 from zkr.store.db import read_tx
+from zkr.store.driver import is_postgres
 from zkr.store.terms import fold
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 
@@ -308,6 +309,9 @@ def _fold(value: object) -> str | None:
     return fold(value) if isinstance(value, str) else None
 
 
+_FOLDED = "AND zkr_fold(c.predicate) = :predicate AND zkr_fold(c.subject) = :subject"
+
+
 def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
     """The claims for ``(subject, predicate)`` that search could cite: live ones, or with
     ``as_of`` the ones visible at that (valid, recorded) point (spec/retrieval.md §4).
@@ -323,6 +327,9 @@ def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
     require_scope(req.tenant_id, req.person_id)
     require_text(req.subject, "subject")
     require_text(req.predicate, "predicate")
+    # PostgreSQL cannot call a Python function: the folding is compared on the scope's live
+    # (visible) claims as they are read
+    fold_in_python = is_postgres(conn)
     params: dict[str, Any] = {
         "t": req.tenant_id,
         "p": req.person_id,
@@ -348,16 +355,23 @@ def lookup(conn: sqlite3.Connection, req: LookupRequest) -> list[LookupClaim]:
     FROM claims c
     WHERE c.tenant_id = :t AND c.person_id = :p
       AND {claim_rule}
-      AND zkr_fold(c.predicate) = :predicate AND zkr_fold(c.subject) = :subject
+      {"" if fold_in_python else _FOLDED}
     ORDER BY c.valid_from DESC, c.recorded_from DESC, c.id
     """
     out = []
-    conn.create_function("zkr_fold", 1, _fold, deterministic=True)
+    if not fold_in_python:
+        conn.create_function("zkr_fold", 1, _fold, deterministic=True)
     with read_tx(conn):
         for row in conn.execute(sql, params):
             evidence_ids = json.loads(row[13])
+            claim = claim_json(row)
+            if fold_in_python and (
+                _fold(claim["subject"]) != params["subject"]
+                or _fold(claim["predicate"]) != params["predicate"]
+            ):
+                continue
             if evidence_ids:
-                out.append(LookupClaim(claim_json(row), evidence_ids))
+                out.append(LookupClaim(claim, evidence_ids))
     return out
 
 

@@ -73,6 +73,12 @@ TABLES: tuple[str, ...] = (
     kind TEXT COLLATE "C" NOT NULL DEFAULT 'fact', {ROWID},
     PRIMARY KEY (tenant_id, person_id, id))""",
     "CREATE INDEX IF NOT EXISTS claims_scope ON claims (tenant_id, person_id, status)",
+    # the extra indexes of zkr.store.indexes, led by the scope: browse's recorded-time ranges,
+    # live evidence of a source, profile entries of a claim
+    "CREATE INDEX IF NOT EXISTS zkr_sources_recorded"
+    " ON sources (tenant_id, person_id, recorded_at, id)",
+    "CREATE INDEX IF NOT EXISTS zkr_claims_recorded"
+    " ON claims (tenant_id, person_id, recorded_from, id)",
     f"""CREATE TABLE IF NOT EXISTS claim_evidence (
     tenant_id {T}, person_id {T}, claim_id {T}, evidence_id {T}, relation {T},
     confidence_basis_points {INT},
@@ -101,6 +107,8 @@ TABLES: tuple[str, ...] = (
     PRIMARY KEY (tenant_id, person_id, id))""",
     "CREATE UNIQUE INDEX IF NOT EXISTS profile_entries_current"
     " ON profile_entries (tenant_id, person_id, key)",
+    "CREATE INDEX IF NOT EXISTS zkr_profile_entries_by_claim"
+    " ON profile_entries (tenant_id, person_id, claim_id)",
     "CREATE INDEX IF NOT EXISTS profile_entries_scope"
     " ON profile_entries (tenant_id, person_id, recorded_at)",
     f"""CREATE TABLE IF NOT EXISTS corrections (
