@@ -39,6 +39,8 @@ import os
 import sqlite3
 from typing import NamedTuple
 
+from zkr.store.driver import is_postgres
+
 KEEP = 50_000
 """Log rows kept; a reader whose state is older than that rebuilds its lane."""
 
@@ -107,6 +109,8 @@ class Mark(NamedTuple):
 
 
 def _present(conn: sqlite3.Connection) -> bool:
+    if is_postgres(conn):
+        return False  # a PostgreSQL store keeps no change log (its dense lane scans exactly)
     names = {
         row[0]
         for row in conn.execute(
@@ -118,7 +122,10 @@ def _present(conn: sqlite3.Connection) -> bool:
 
 def ensure(conn: sqlite3.Connection) -> bool:
     """Create the log when it (or any of its triggers) is missing; ``False`` when the file
-    cannot be written (then there is no log). Must run outside a transaction."""
+    cannot be written (then there is no log), and on PostgreSQL (no log there). Must run
+    outside a transaction."""
+    if is_postgres(conn):
+        return False
     if _present(conn):
         return True
     try:
@@ -148,6 +155,8 @@ def ensure(conn: sqlite3.Connection) -> bool:
 
 def mark(conn: sqlite3.Connection) -> Mark | None:
     """The log's generation and last sequence number, or ``None`` without a (complete) log."""
+    if is_postgres(conn):
+        return None
     try:
         row = conn.execute(
             "SELECT (SELECT value FROM zkr_changes_meta WHERE key = 'generation'),"

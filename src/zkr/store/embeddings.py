@@ -44,7 +44,6 @@ from zkr.model import (
 )
 from zkr.store import changes
 from zkr.store.db import read_tx, write_tx
-from zkr.store.driver import is_postgres
 from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, live_evidence, live_source
 from zkr.store.vectors import (
     LaneConfig,
@@ -401,11 +400,10 @@ def embed(conn: sqlite3.Connection, req: EmbedRequest) -> EmbedResult:
         raise InvalidInput("l2-normalized embedding vector must have unit magnitude")
     text = encode_vector(vec)
     t, p = req.tenant_id, req.person_id
-    if not is_postgres(conn):  # SQLite's change log and vector copies (no such thing there)
-        try:
-            changes.ensure(conn)  # the log and zkr_vectors: the row's float32 copy is kept there
-        except sqlite3.Error as exc:
-            raise StorageError(str(exc)) from None
+    try:
+        changes.ensure(conn)  # the log and zkr_vectors: the row's float32 copy is kept there
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from None
     with write_tx(conn, (t, p)):
         current = projection_input(conn, t, p, req.target)
         if current is None:
