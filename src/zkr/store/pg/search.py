@@ -31,6 +31,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from zkr.store.eligibility import live_source
 from zkr.store.search_index import CLAIM_BASE, DRAIN_BATCH, scope_tag
 from zkr.store.terms import document_terms
 
@@ -149,7 +150,7 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
             (
                 "source",
                 "SELECT id, content FROM sources WHERE tenant_id = %s AND person_id = %s"
-                " AND id = ANY(%s) AND deleted_at IS NULL",
+                f" AND id = ANY(%s) AND {live_source('')}",
             ),
             (
                 "claim",
