@@ -7,16 +7,17 @@ one started from the machine's server binaries.
 * Otherwise, when PostgreSQL's server binaries are found (``ZKR_PG_BINDIR``, then
   ``pg_config --bindir``, then the newest ``/usr/lib/postgresql/*/bin``), ``initdb`` a cluster
   in a temporary directory and ``pg_ctl start`` it on a free loopback port (socket in the same
-  directory) with durability off (``fsync``, ``synchronous_commit``, ``full_page_writes``): a
-  test server loses nothing worth keeping when the machine stops. The server refuses to run as
-  root, so as root the cluster belongs to the ``postgres`` system user (created as ``zkrpg``
-  when there is none) and every server command runs through ``runuser``; otherwise it runs as
-  the current user. :meth:`PgServer.stop` stops it (``-m immediate``) and removes the directory.
+  directory), with durability off (``fsync``, ``synchronous_commit``, ``full_page_writes``: a
+  test server keeps nothing worth a crash) unless ``durable`` (benchmarks). The server refuses
+  to run as root, so as root the cluster belongs to the ``postgres`` system user (created as
+  ``zkrpg`` when there is none) and every server command runs through ``runuser``; otherwise
+  it runs as the current user. :meth:`PgServer.stop` stops it (``-m immediate``) and removes
+  the directory.
 
-Stores are whole databases (``CREATE DATABASE … TEMPLATE template0``, about 0.1 s with
-durability off): one per test is the simplest isolation there is, and it leaves zkr free to
-choose its own schema layout inside. Needs the ``psycopg`` driver (``zkr[postgres]``) for the
-catalogue statements; the server binaries only for a throwaway server.
+Tests get a database of their own (``CREATE DATABASE … TEMPLATE template0``, under 0.1 s with
+durability off), and inside it as many zkr stores as they like: a store is a schema
+(:func:`with_schema`, docs/postgres.md). Needs the ``psycopg`` driver (``zkr[postgres]``) for
+the catalogue statements; the server binaries only for a throwaway server.
 
 Usable without pytest: ``python -m tests.pg_server`` starts a server, prints its DSN and stops
 it on Ctrl-C (handy for the benchmark or a manual session).
@@ -44,11 +45,9 @@ ENV_BINDIR = "ZKR_PG_BINDIR"
 SUPERUSER = "zkr"  # the throwaway cluster's bootstrap superuser (trust authentication)
 START_TIMEOUT_S = 60
 INITDB = ["-E", "UTF8", "--locale=C.UTF-8", "--no-sync", "--no-instructions"]
-# durability off (a test server keeps nothing worth a crash), loopback only
-SETTINGS = (
-    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
-    " -c listen_addresses=127.0.0.1 -c max_connections=60 -c log_min_messages=warning"
-)
+SETTINGS = "-c listen_addresses=127.0.0.1 -c max_connections=60 -c log_min_messages=warning"
+# durability off (a test server keeps nothing worth a crash); not for benchmarks
+NOT_DURABLE = " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
 
 
 class NoServer(Exception):
@@ -62,6 +61,14 @@ def with_database(dsn: str, database: str) -> str:
     """``dsn`` (a ``postgresql://`` URI) with its database replaced by ``database``."""
     parts = urlsplit(dsn)
     return urlunsplit(parts._replace(path="/" + quote(database, safe="")))
+
+
+def with_schema(dsn: str, schema: str) -> str:
+    """``dsn`` opening the zkr store in ``schema`` of its database (libpq ``options`` setting
+    ``search_path``; zkr creates the schema on first use, docs/postgres.md)."""
+    parts = urlsplit(dsn)
+    option = "options=" + quote(f"-csearch_path={schema}", safe="")
+    return urlunsplit(parts._replace(query=f"{parts.query}&{option}" if parts.query else option))
 
 
 def database_of(dsn: str) -> str:
@@ -187,8 +194,9 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_throwaway(bindir: Path) -> PgServer:
-    """``initdb`` + ``pg_ctl start`` a cluster in a new temporary directory (see module doc)."""
+def start_throwaway(bindir: Path, *, durable: bool = False) -> PgServer:
+    """``initdb`` + ``pg_ctl start`` a cluster in a new temporary directory (see module doc);
+    ``durable`` keeps PostgreSQL's default fsync/commit settings (benchmarks)."""
     user = _server_user()
     # as root, $TMPDIR may sit under a directory the server's user cannot enter: use /tmp
     root = Path(tempfile.mkdtemp(prefix="zkr-pg-", dir="/tmp" if user is not None else None))
@@ -216,7 +224,7 @@ def start_throwaway(bindir: Path) -> PgServer:
         for attempt in range(3):
             port = _free_port()
             try:
-                options = f"{SETTINGS} -p {port} -k {root}"
+                options = f"{SETTINGS}{'' if durable else NOT_DURABLE} -p {port} -k {root}"
                 pg_ctl = [str(bindir / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-s"]
                 run([*pg_ctl, "-t", str(START_TIMEOUT_S), "-o", options, "start"], 90)
                 break
@@ -241,8 +249,9 @@ def start_throwaway(bindir: Path) -> PgServer:
     return server
 
 
-def acquire() -> PgServer:
-    """The server to test against: ``ZKR_PG_DSN``'s, else a throwaway one (stop it when done).
+def acquire(*, durable: bool = False) -> PgServer:
+    """The server to test against: ``ZKR_PG_DSN``'s, else a throwaway one (stop it when done;
+    ``durable``: with PostgreSQL's default fsync/commit settings).
 
     Raises :class:`NoServer` with the reason when neither is possible."""
     dsn = os.environ.get(ENV_DSN, "").strip()
@@ -258,7 +267,7 @@ def acquire() -> PgServer:
                 "binaries (Debian: apt-get install postgresql; looked at $ZKR_PG_BINDIR, "
                 "pg_config --bindir, /usr/lib/postgresql/*/bin)"
             )
-        server = start_throwaway(bindir)
+        server = start_throwaway(bindir, durable=durable)
     try:
         server.execute("SELECT 1")
     except NoServer:

@@ -25,9 +25,11 @@ import os
 import sqlite3
 import sys
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
 
-ENV_DSN = "ZKR_PG_DSN"
+if __package__ in (None, ""):  # run as a script: make `tests.pg_server` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.pg_server import ENV_DSN, with_schema
 
 # The columns sync/check reads from the replica file (spec/storage.md feed tables).
 MIRRORED = {
@@ -42,10 +44,7 @@ MIRRORED = {
 def store_dsn(database_dsn: str, path: str) -> str:
     """The DSN of the store standing for the runner's file ``path``: a schema of its own."""
     schema = "s" + hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:24]
-    parts = urlsplit(database_dsn)
-    option = "options=" + quote(f"-csearch_path={schema}", safe="")
-    query = f"{parts.query}&{option}" if parts.query else option
-    return urlunsplit(parts._replace(query=query))
+    return with_schema(database_dsn, schema)
 
 
 def mirror_feed(dsn: str, path: str) -> None:
