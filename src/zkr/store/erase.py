@@ -272,7 +272,9 @@ def _write(
         )
     _ledger(conn, tenant, person, kept, now)
     if found["fresh"] and propagate:
-        records = [feed.source_record(conn, source_id) for source_id in found["fresh"]]
+        records = [
+            feed.source_record(conn, source_id, (tenant, person)) for source_id in found["fresh"]
+        ]
         recorded_at = max(record["record"]["source"]["deleted_at"] for record in records)
         feed.append_commit(conn, tenant, person, recorded_at, records)
         _ledger(conn, tenant, person, (canonical(record) for record in records), now)

@@ -322,6 +322,10 @@ def review_body(
 # --------------------------------------------------------------------------- reading rows
 
 
+# A read-back within the scope the caller writes: the scoped key serves it on PostgreSQL.
+_SCOPED = ("", " AND tenant_id = ? AND person_id = ?")
+
+
 def _one(
     conn: sqlite3.Connection, sql: str, args: tuple[object, ...], what: str
 ) -> tuple[Any, ...]:
@@ -331,14 +335,16 @@ def _one(
     return tuple(row)
 
 
-def source_record(conn: sqlite3.Connection, source_id: str) -> Record:
+def source_record(
+    conn: sqlite3.Connection, source_id: str, scope: tuple[str, str] | None = None
+) -> Record:
     """The ``source`` record of a stored source (post-state, tombstones included)."""
     (sid, tenant, person, revision, kind, content, captured, recorded, deleted, key, oe, oc) = _one(
         conn,
         "SELECT id, tenant_id, person_id, revision, kind, content, captured_at, recorded_at,"
         " deleted_at, ingestion_key, origin_evidence_id, origin_claim_id"
-        " FROM sources WHERE id = ?",
-        (source_id,),
+        " FROM sources WHERE id = ?" + _SCOPED[scope is not None],
+        (source_id, *(scope or ())),
         "source",
     )
     return source_body(
@@ -378,13 +384,15 @@ def read_locator(
     )
 
 
-def evidence_record(conn: sqlite3.Connection, evidence_id: str) -> Record:
+def evidence_record(
+    conn: sqlite3.Connection, evidence_id: str, scope: tuple[str, str] | None = None
+) -> Record:
     """The ``evidence`` record of a stored evidence row with its locator (or null)."""
     (eid, tenant, person, source_id, revision, quote, recorded, deleted) = _one(
         conn,
         "SELECT id, tenant_id, person_id, source_id, source_revision, quote, recorded_at,"
-        " deleted_at FROM evidence WHERE id = ?",
-        (evidence_id,),
+        " deleted_at FROM evidence WHERE id = ?" + _SCOPED[scope is not None],
+        (evidence_id, *(scope or ())),
         "evidence",
     )
     return evidence_body(
@@ -400,14 +408,16 @@ def evidence_record(conn: sqlite3.Connection, evidence_id: str) -> Record:
     )
 
 
-def claim_record(conn: sqlite3.Connection, claim_id: str) -> Record:
+def claim_record(
+    conn: sqlite3.Connection, claim_id: str, scope: tuple[str, str] | None = None
+) -> Record:
     """The ``claim`` record of a stored claim (enums bare)."""
     row = _one(
         conn,
         "SELECT id, tenant_id, person_id, subject, predicate, value, kind, valid_from,"
         " valid_until, recorded_from, recorded_until, status, tier, processing_state"
-        " FROM claims WHERE id = ?",
-        (claim_id,),
+        " FROM claims WHERE id = ?" + _SCOPED[scope is not None],
+        (claim_id, *(scope or ())),
         "claim",
     )
     return claim_body(
@@ -451,13 +461,15 @@ def claim_evidence_record(
     )
 
 
-def profile_record(conn: sqlite3.Connection, profile_id: str) -> Record:
+def profile_record(
+    conn: sqlite3.Connection, profile_id: str, scope: tuple[str, str] | None = None
+) -> Record:
     """The ``profile`` record of a stored profile entry (stability JSON-quoted in storage)."""
     (pid, tenant, person, key, value, stability, claim_id, recorded) = _one(
         conn,
         "SELECT id, tenant_id, person_id, key, value, stability, claim_id, recorded_at"
-        " FROM profile_entries WHERE id = ?",
-        (profile_id,),
+        " FROM profile_entries WHERE id = ?" + _SCOPED[scope is not None],
+        (profile_id, *(scope or ())),
         "profile",
     )
     return profile_body(
@@ -472,13 +484,15 @@ def profile_record(conn: sqlite3.Connection, profile_id: str) -> Record:
     )
 
 
-def review_record(conn: sqlite3.Connection, review_id: str) -> Record:
+def review_record(
+    conn: sqlite3.Connection, review_id: str, scope: tuple[str, str] | None = None
+) -> Record:
     """The ``daily_review`` record of a stored review (evidence ids decoded from JSON)."""
     (rid, tenant, person, day, summary, ids, recorded) = _one(
         conn,
         "SELECT id, tenant_id, person_id, day, summary, evidence_ids, recorded_at"
-        " FROM daily_reviews WHERE id = ?",
-        (review_id,),
+        " FROM daily_reviews WHERE id = ?" + _SCOPED[scope is not None],
+        (review_id, *(scope or ())),
         "daily_review",
     )
     return review_body(

@@ -110,8 +110,8 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
         # legal-state trigger ("illegal memory state combination", §3.3 step 6).
         conn.execute(
             "UPDATE claims SET status = 'superseded', valid_until = ?, recorded_until = ?"
-            " WHERE id = ?",
-            (req.valid_at, req.recorded_at, req.claim_id),
+            " WHERE tenant_id = ? AND person_id = ? AND id = ?",
+            (req.valid_at, req.recorded_at, t, p, req.claim_id),
         )
         enqueue_repair(conn, t, p, "claim", req.claim_id, SUPERSEDED_SYNC, req.recorded_at)
         # Writes 1 + 6: the profile entries the old claim backed (deletion records in id order).
@@ -155,7 +155,7 @@ def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
         # Feed (§3.3): source, evidence, old claim, new claim, link, correction, deletions.
         records = [
             *capture_records,
-            feed.claim_record(conn, req.claim_id),
+            feed.claim_record(conn, req.claim_id, (t, p)),
             *claim_records,
             feed.correction_body(
                 t,
@@ -203,7 +203,7 @@ def _profile_follows(
         " recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         (entry_id, tenant_id, person_id, key, req.value, stability, claim_id, req.recorded_at),
     )
-    record = feed.profile_record(conn, entry_id)
+    record = feed.profile_record(conn, entry_id, (tenant_id, person_id))
     feed.append_commit(conn, tenant_id, person_id, req.recorded_at, [record])
 
 
@@ -319,10 +319,13 @@ def _change_tier(
 ) -> None:
     """The shared writes of promote/archive: tier, outbox, operation row, one claim record."""
     t, p = req.tenant_id, req.person_id
-    conn.execute("UPDATE claims SET tier = ? WHERE id = ?", (tier.value, req.claim_id))
+    conn.execute(
+        "UPDATE claims SET tier = ? WHERE tenant_id = ? AND person_id = ? AND id = ?",
+        (tier.value, t, p, req.claim_id),
+    )
     enqueue_repair(conn, t, p, "claim", req.claim_id, TIER_CHANGED, req.recorded_at)
     log_operation(conn, t, p, operation, req.recorded_at, req.claim_id)
-    feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id)])
+    feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id, (t, p))])
 
 
 def promote(conn: sqlite3.Connection, req: ClaimTierRequest) -> str:
@@ -443,8 +446,9 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
             raise InvalidInput("deleted_at cannot predate source recording")
         # Writes 1-3: tombstone (content kept, §5 item 16), drop FTS, tombstone live evidence.
         conn.execute(
-            "UPDATE sources SET deleted_at = ?, revision = revision + 1 WHERE id = ?",
-            (at, req.source_id),
+            "UPDATE sources SET deleted_at = ?, revision = revision + 1"
+            " WHERE tenant_id = ? AND person_id = ? AND id = ?",
+            (at, t, p, req.source_id),
         )
         drop_fts(conn, t, p, req.source_id)
         evidence_count = conn.execute(
@@ -474,7 +478,7 @@ def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:
         # Feed (§3.7): source, its deletion, evidence + deletion pairs, retracted claims,
         # profile_entry deletions, daily_review deletions; every deletion at deleted_at.
         records = [
-            feed.source_record(conn, req.source_id),
+            feed.source_record(conn, req.source_id, (t, p)),
             feed.deletion_body(t, p, "source", req.source_id, at),
         ]
         for row in evidence_rows:

@@ -57,8 +57,9 @@ def repair(conn: sqlite3.Connection, req: LimitRequest) -> int:
                 _repair_target(conn, t, p, kind, target_id)
                 processed += 1
             conn.execute(
-                "UPDATE memory_repair_outbox SET processed_at = ? WHERE rowid = ?",
-                (processed_at, rowid),
+                "UPDATE memory_repair_outbox SET processed_at = ?"
+                " WHERE tenant_id = ? AND person_id = ? AND rowid = ?",
+                (processed_at, t, p, rowid),
             )
         # §3.12 step 5: one operation row per call, even when nothing was processed.
         log_operation(conn, t, p, "repair", processed_at)
@@ -99,4 +100,7 @@ def _repair_target(
             expected = lane(conn, tenant_id, person_id, model, version, replacement=target)
             keep = expected is None or expected == config
         if not keep:
-            conn.execute("DELETE FROM embeddings WHERE rowid = ?", (rowid,))
+            conn.execute(
+                "DELETE FROM embeddings WHERE tenant_id = ? AND person_id = ? AND rowid = ?",
+                (tenant_id, person_id, rowid),
+            )

@@ -63,9 +63,13 @@ def settle(conn: sqlite3.Connection, req: SettleRequest) -> SettleResult:
         if req.recorded_at < recorded_from:
             raise InvalidInput("settle recorded_at must not predate claim")
         conn.execute(
-            "UPDATE claims SET processing_state = ? WHERE id = ?", (target.value, req.claim_id)
+            "UPDATE claims SET processing_state = ?"
+            " WHERE tenant_id = ? AND person_id = ? AND id = ?",
+            (target.value, t, p, req.claim_id),
         )
         enqueue_repair(conn, t, p, "claim", req.claim_id, STATE_CHANGED, req.recorded_at)
         log_operation(conn, t, p, "settle", req.recorded_at, req.claim_id)
-        feed.append_commit(conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id)])
+        feed.append_commit(
+            conn, t, p, req.recorded_at, [feed.claim_record(conn, req.claim_id, (t, p))]
+        )
     return SettleResult(req.claim_id, target.value)

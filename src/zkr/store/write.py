@@ -303,8 +303,9 @@ def set_origins(
     """Point the capture's source at its evidence (and claim); returns the source and
     evidence records as they now stand (the feed's post-state)."""
     conn.execute(
-        "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ? WHERE id = ?",
-        (capture.evidence_id, claim_id, capture.source_id),
+        "UPDATE sources SET origin_evidence_id = ?, origin_claim_id = ?"
+        " WHERE tenant_id = ? AND person_id = ? AND id = ?",
+        (capture.evidence_id, claim_id, capture.tenant_id, capture.person_id, capture.source_id),
     )
     c = capture
     return [

@@ -35,7 +35,6 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import psycopg
-from psycopg import ClientCursor
 from psycopg.adapt import Loader
 
 DIALECT = "postgresql"
@@ -354,7 +353,7 @@ class PgConnection:
         self.raw = raw
         self.dsn = dsn
         self.schema = schema
-        self._cursor = ClientCursor(raw)
+        self._cursor = raw.cursor()  # server-side binding, prepared after 5 runs
         self.total_changes = 0
 
     # -- sqlite3.Connection surface

@@ -64,7 +64,7 @@ TABLES: tuple[str, ...] = (
     tenant_id {T}, person_id {T}, id {T}, source_id {T}, source_revision {INT}, quote {T},
     recorded_at {INT}, deleted_at BIGINT,
     PRIMARY KEY (tenant_id, person_id, id))""",
-    "CREATE INDEX IF NOT EXISTS evidence_scope ON evidence (tenant_id, person_id, source_id)",
+    "CREATE INDEX IF NOT EXISTS evidence_scope ON evidence (tenant_id, person_id, source_id, id)",
     f"""CREATE TABLE IF NOT EXISTS claims (
     tenant_id {T}, person_id {T}, id {T}, subject {T}, predicate {T}, value {T},
     valid_from {INT}, valid_until BIGINT, recorded_from {INT}, recorded_until BIGINT, status {T},
@@ -95,6 +95,7 @@ TABLES: tuple[str, ...] = (
     dimension {INT}, input_hash {T}, normalization {T}, distance {T}, vector {T},
     target_revision BIGINT NOT NULL DEFAULT 0, created_at BIGINT NOT NULL DEFAULT 0, {ROWID},
     PRIMARY KEY (tenant_id, person_id, target_kind, target_id, model, version))""",
+    "CREATE INDEX IF NOT EXISTS embeddings_rowid ON embeddings (tenant_id, person_id, rowid)",
     "CREATE INDEX IF NOT EXISTS embeddings_lane"
     " ON embeddings (tenant_id, person_id, model, version, target_kind, target_id)",
     f"""CREATE TABLE IF NOT EXISTS evidence_locators (
@@ -129,6 +130,8 @@ TABLES: tuple[str, ...] = (
     tenant_id {T}, person_id {T}, id {T}, target_kind {T}, target_id {T}, reason {T},
     created_at {INT}, processed_at BIGINT, {ROWID},
     PRIMARY KEY (tenant_id, person_id, id))""",
+    "CREATE INDEX IF NOT EXISTS memory_repair_outbox_rowid"
+    " ON memory_repair_outbox (tenant_id, person_id, rowid)",
     "CREATE INDEX IF NOT EXISTS memory_repair_outbox_scope"
     " ON memory_repair_outbox (tenant_id, person_id, processed_at, created_at)",
     f"""CREATE TABLE IF NOT EXISTS memory_operations (
