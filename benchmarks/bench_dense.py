@@ -332,6 +332,38 @@ def child_inprocess(path: str, dim: int, queries: int) -> dict[str, Any]:
     return out
 
 
+def embed_rows(path: str, dim: int, count: int, seed: int) -> None:
+    """Remember and embed ``count`` new memories through the API, in one process."""
+    from zkr import MemoryDb
+    from zkr.model import (
+        Distance,
+        EmbeddingInput,
+        EmbedRequest,
+        Normalization,
+        RememberRequest,
+        SourceKind,
+        Target,
+        TargetKind,
+    )
+
+    nprng = np.random.default_rng(seed)
+    with MemoryDb.open(path) as db:
+        for i in range(count):
+            text = f"a batch {seed} memory {i} about lunch"
+            r = db.remember(RememberRequest(T, P, SourceKind.CONVERSATION, text, 5, 5))
+            vec = unit_vectors(nprng, 1, dim)[0].tolist()
+            db.embed(
+                EmbedRequest(
+                    T,
+                    P,
+                    Target(TargetKind.SOURCE, r.source_id),
+                    EmbeddingInput(
+                        vec, MODEL, VERSION, sha(text), Normalization.L2, Distance.COSINE
+                    ),
+                )
+            )
+
+
 def run_child(
     args: list[str], env: dict[str, str] | None = None, stdin: bytes | None = None
 ) -> tuple[float, float, bytes]:
@@ -367,7 +399,14 @@ def main() -> None:
     parser.add_argument(
         "--copies", nargs=3, metavar=("PATH", "DIM", "KEEP"), help=argparse.SUPPRESS
     )
+    parser.add_argument(
+        "--embed-rows", nargs=4, metavar=("PATH", "DIM", "COUNT", "SEED"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
+    if args.embed_rows:
+        path, dim, count, seed = args.embed_rows
+        embed_rows(path, int(dim), int(count), int(seed))
+        return
     if args.copies:
         set_copies(Path(args.copies[0]), int(args.copies[1]), args.copies[2] == "1")
         return
@@ -556,6 +595,19 @@ def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: 
         walls.append(wall)
     print(
         f"  CLI hybrid search right after a CLI embed of one new memory: median"
+        f" {statistics.median(walls):.2f} s of 3, peak RSS {rss:.0f} MiB"
+    )
+    # ten new memories remembered and embedded (one process), then a CLI search
+    walls = []
+    for i in range(3):
+        run_child(
+            [sys.executable, __file__, "--embed-rows", str(path), str(args.dim), "10", str(50 + i)],
+            env=base,
+        )
+        wall, rss, _ = run_child(cli, env=base, stdin=request)
+        walls.append(wall)
+    print(
+        f"  CLI hybrid search right after embedding 10 new memories: median"
         f" {statistics.median(walls):.2f} s of 3, peak RSS {rss:.0f} MiB"
     )
     after = res.get("after_remember_ms")

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
-from tests.test_embeddings import M, V, claim_memory, edit, embed, issues, states
+from tests.test_embeddings import M, V, claim_memory, edit, embed, f32, issues, states
 from zkr import InvalidInput, MemoryDb, ZkrError
 from zkr.model import (
     ApplyRequest,
@@ -811,9 +811,9 @@ def vector_file(monkeypatch: pytest.MonkeyPatch) -> Any:
     decoded: list[object] = []
     original = dense_cache._decode_rows
 
-    def counting(conn: Any, cache: Any, todo: list[int]) -> None:
+    def counting(conn: Any, scope: Any, entries: Any, blocks: Any, todo: list[int]) -> None:
         decoded.extend(todo)
-        original(conn, cache, todo)
+        original(conn, scope, entries, blocks, todo)
 
     monkeypatch.setattr(dense_cache, "_decode_rows", counting)
     return decoded
@@ -1501,3 +1501,152 @@ def test_side_file_of_a_lane_with_a_blob_cell(
     dense.clear_cache()
     with MemoryDb.open(db_path) as fresh:
         assert check_against_reference(fresh, req) == first
+
+
+def test_patched_side_files_equal_a_rebuild(
+    db: MemoryDb, db_path: str, tmp_path: Path, vector_file: list[object], monkeypatch: Any
+) -> None:
+    """After a few writes, a fresh process patches the side files (new vectors in an overlay,
+    the mapping re-derived for the affected targets only) instead of re-reading the lane;
+    after embeds, re-embeds, deletes, corrections, hand edits and apply, its results equal a
+    from-scratch rebuild of a copy of the file and the row-by-row reference, and a later full
+    refresh (the overlay compacted) still agrees."""
+    from zkr.store import vectorfile
+
+    patched: list[bool] = []
+    original = dense_cache._patch
+
+    def counting(conn: Any, cache: Any) -> bool:
+        done = original(conn, cache)
+        patched.append(done)
+        return done
+
+    monkeypatch.setattr(dense_cache, "_patch", counting)
+    rng = random.Random(7)
+
+    def vec() -> list[float]:
+        return [f32(rng.uniform(-1, 1)) for _ in range(4)]
+
+    def put(target: MemoryDb, kind: str, target_id: str) -> None:
+        embed(target, kind, target_id, vec(), norm="none")
+
+    queries = [vec() for _ in range(3)]
+
+    def scored(path: str) -> list[Any]:
+        dense.clear_cache()
+        with MemoryDb.open(path) as fresh:
+            for q in queries:
+                req = SearchRequest(T, P, "desk", 10, QueryEmbedding(q, M, V))
+                check_against_reference(fresh, req)
+            with read_tx(fresh.conn):
+                return [
+                    dense.scored(fresh.conn, T, P, QueryEmbedding(q, M, V), 1000) for q in queries
+                ]
+
+    def agrees(path: str, patch: bool | None = True) -> None:
+        """A fresh process on ``path`` (through its side files) equals one on a copy without
+        them; ``patch``: it got there by patching (or not; ``None``: either)."""
+        del patched[:]
+        got = scored(path)
+        if patch is not None:
+            assert (patched == [True]) is patch
+        scratch = tmp_path / "scratch.db"
+        scratch.unlink(missing_ok=True)
+        shutil.rmtree(str(scratch) + ".zkr-vectors", ignore_errors=True)
+        source, copy = sqlite3.connect(path), sqlite3.connect(scratch)
+        source.backup(copy)
+        source.close()
+        copy.close()
+        assert got == scored(str(scratch))
+        assert any(got)
+
+    notes = [remember(db, f"desk note {i}", at=10 + i) for i in range(12)]
+    claims = [
+        remember(db, f"Sam works at Acme{i}", at=30 + i, claim=("Sam", f"job{i}", f"Acme{i}"))
+        for i in range(4)
+    ]
+    for n in notes:
+        put(db, "source", n.source_id)
+    for n in notes[:4]:
+        put(db, "evidence", n.evidence_id)
+    for c in claims:
+        put(db, "claim", c.claim_id)
+        put(db, "source", c.source_id)
+        put(db, "evidence", c.evidence_id)
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+    agrees(db_path, patch=False)  # the first search writes the side files
+    side = Path(db_path + ".zkr-vectors")
+    late = remember(db, "a late desk note", at=60)  # embed a new memory
+    put(db, "source", late.source_id)
+    agrees(db_path)
+    assert list(side.glob("*.add"))  # its vector went to the overlay
+    put(db, "source", notes[2].source_id)  # re-embed
+    put(db, "evidence", notes[2].evidence_id)
+    agrees(db_path)
+    db.delete(DeleteRequest(T, P, notes[0].source_id, 70))  # delete
+    agrees(db_path)
+    # one evidence of a capture, deleted by hand
+    edit(db_path, "UPDATE evidence SET deleted_at = 71 WHERE id = ?", (notes[1].evidence_id,))
+    agrees(db_path)
+    fix = db.correct(CorrectRequest(T, P, claims[0].claim_id, "Sam moved to Beta", "Beta", 72, 72))
+    agrees(db_path)  # correct: the superseded claim's rows map to nothing
+    put(db, "claim", fix.claim_id)
+    agrees(db_path)
+    edit(  # a hand edit of a vector alone (the log names the row)
+        db_path,
+        "UPDATE embeddings SET vector = ? WHERE target_id = ?",
+        (json.dumps(vec()), notes[5].source_id),
+    )
+    agrees(db_path)
+    edit(db_path, "UPDATE sources SET content = 'edited' WHERE id = ?", (notes[6].source_id,))
+    agrees(db_path)  # a hand edit of a target's text: its row is no longer current
+    edit(db_path, "DELETE FROM embeddings WHERE target_id = ?", (claims[1].claim_id,))
+    agrees(db_path)
+    # a missing trigger: a new log generation, a full rebuild; its rows settled (a rebuild
+    # saves no state while a row is of the current second, which a vector file never trusts)
+    edit(db_path, "DROP TRIGGER zkr_changes_sources_update")
+    put(db, "source", notes[7].source_id)
+    settle = "UPDATE embeddings SET created_at = created_at - 100"
+    edit(db_path, settle)
+    agrees(db_path, patch=False)
+    assert not list(side.glob("*.add"))  # the rebuild compacted the overlay
+    put(db, "source", notes[8].source_id)
+    agrees(db_path)
+    # a VACUUM may renumber rowids without firing a trigger: the next write rebuilds
+    edit(db_path, "VACUUM")
+    agrees(db_path, patch=None)  # nothing logged: the state stands
+    edit(db_path, "DELETE FROM embeddings WHERE target_id = ?", (notes[3].source_id,))
+    edit(db_path, settle)
+    agrees(db_path, patch=False)
+    put(db, "source", notes[4].source_id)
+    agrees(db_path)
+    # losing the lane state while an overlay exists: the vector file is not trusted
+    edit(db_path, settle)
+    for lane_file in side.glob("*.lane"):
+        lane_file.unlink()
+    agrees(db_path, patch=False)
+    put(db, "source", notes[9].source_id)
+    agrees(db_path)
+    # the overlay grown past its share: a full refresh rewrites the vector file
+    monkeypatch.setattr(dense_cache, "PATCH_OVERLAY", 0)
+    monkeypatch.setattr(dense_cache, "PATCH_SHARE", 0.0)
+    put(db, "source", notes[10].source_id)
+    del patched[:]
+    got = scored(db_path)
+    assert patched == [False] and not list(side.glob("*.add"))
+    assert got == scored(db_path)
+    monkeypatch.setattr(dense_cache, "PATCH_OVERLAY", 1024)
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+    # apply: a replica that searches, then receives the rest of the history
+    page = db.export(ExportRequest(T, P, 1, limit=100))
+    replica_path = str(tmp_path / "replica.db")
+    with MemoryDb.open(replica_path) as replica:
+        replica.apply(ApplyRequest(T, P, 1, page.database_schema_version, page.commits[:10]))
+        for kind, target_id in states(replica):
+            put(replica, kind, target_id)
+    edit(replica_path, "UPDATE embeddings SET created_at = created_at - 100")
+    agrees(replica_path, patch=False)
+    with MemoryDb.open(replica_path) as replica:
+        replica.apply(ApplyRequest(T, P, 1, page.database_schema_version, page.commits))
+    agrees(replica_path)
+    assert vectorfile.MIN_ROWS == 1

@@ -372,7 +372,10 @@ def test_a_large_drain_leaves_the_lane_ready_for_a_fresh_process(
     monkeypatch.setattr(
         dense_cache,
         "_decode_rows",
-        lambda conn, cache, todo: (read.extend(todo), original(conn, cache, todo))[1],
+        lambda conn, scope, entries, blocks, todo: (
+            read.extend(todo),
+            original(conn, scope, entries, blocks, todo),
+        )[1],
     )
     dense_cache.clear_cache()
     with MemoryDb.open(db_path) as fresh:

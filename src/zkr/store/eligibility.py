@@ -177,6 +177,17 @@ LEFT JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id =
 WHERE ce.tenant_id = :t AND ce.person_id = :p AND {SUPPORTS}
 """
 
+# The same links restricted to the captures and claims named in :ids (a JSON array): those
+# of evidence or sources among them and those of claims among them (a dense lane patch,
+# zkr.store.dense.cache, re-maps only these targets' rows).
+SCOPE_LINKS_OF_SQL = (
+    SCOPE_LINKS_SQL
+    + """ AND (e.id IN (SELECT value FROM json_each(:ids))
+     OR e.source_id IN (SELECT value FROM json_each(:ids))
+     OR ce.claim_id IN (SELECT value FROM json_each(:ids)))
+"""
+)
+
 
 @dataclass
 class Support:

@@ -28,6 +28,9 @@ Beside it, ``<lane digest>.lane`` (:func:`write_state`) holds what a search need
 surviving columns of the ``.bin`` named by its token, targets, row → target pairs) as of one
 position of the change log (:mod:`zkr.store.changes`): a fresh process that finds no change
 touching the lane since that position searches from these two files without reading a row.
+After a few writes it patches them (:mod:`zkr.store.dense.cache`): the vectors written since
+the ``.bin`` go to ``<lane digest>.add`` (:func:`overlay_path`, the same format), named by
+the lane state together with the rows whose small columns in the ``.bin`` went stale.
 """
 
 from __future__ import annotations
@@ -221,7 +224,7 @@ def write(
 
 # --------------------------------------------------------------------------- derived state
 
-LANE_MAGIC = b"ZKRLANE1"
+LANE_MAGIC = b"ZKRLANE2"
 
 
 @dataclass
@@ -229,7 +232,15 @@ class LaneState:
     """What a search needs from a lane, as of one position of the change log
     (:mod:`zkr.store.changes`): the vectors file it indexes (``token``), the lane, the
     surviving rows' columns, the targets in target order (kinds and UTF-8 ids), the row →
-    target pairs, raw Evidence targets' sources, and every stored row's target id (sorted)."""
+    target pairs, raw Evidence targets' sources, and every stored row's target id (sorted).
+
+    After a patch (:mod:`zkr.store.dense.cache`), ``extra`` names the overlay file
+    (:func:`overlay_path`) whose columns follow the vectors file's (a column number past the
+    vectors file's size is one of the overlay's), and ``stale`` lists the rowids whose small
+    columns in the vectors file are no longer to be trusted (written since it was saved).
+    ``pos_*`` are the surviving rows' rowids, order keys and captures (:class:`Derived`),
+    valid while the file's ``PRAGMA schema_version`` is ``schema`` (a VACUUM, which may
+    renumber rowids without firing a trigger, moves it)."""
 
     token: str
     generation: str
@@ -242,6 +253,12 @@ class LaneState:
     pair_starts: npt.NDArray[np.int64]
     source_of: dict[str, str]
     row_ids: npt.NDArray[np.bytes_]
+    pos_rowids: npt.NDArray[np.int64]
+    pos_keys: npt.NDArray[np.bytes_]
+    pos_caps: npt.NDArray[np.bytes_]
+    stale: npt.NDArray[np.int64]
+    extra: str = ""
+    schema: int = -1  # the file's PRAGMA schema_version the rowids are valid for
 
 
 def state_path(path: Path) -> Path:
@@ -249,13 +266,32 @@ def state_path(path: Path) -> Path:
     return path.with_suffix(".lane")
 
 
+def overlay_path(path: Path) -> Path:
+    """The overlay file that goes with a vectors file: vectors written since it was saved,
+    in the vectors file's own format (:func:`write`, no rows), named by the lane state."""
+    return path.with_suffix(".add")
+
+
 def write_state(path: Path, scope: tuple[str, str, str, str], lane: LaneState) -> None:
     """Atomically replace the lane state file (failures ignored: it is a cache)."""
-    arrays = (lane.columns, lane.kinds, lane.ids, lane.pair_rows, lane.pair_starts, lane.row_ids)
+    arrays = (
+        lane.columns,
+        lane.kinds,
+        lane.ids,
+        lane.pair_rows,
+        lane.pair_starts,
+        lane.row_ids,
+        lane.pos_rowids,
+        lane.pos_keys,
+        lane.pos_caps,
+        lane.stale,
+    )
     header = json.dumps(
         {
             "lane": list(scope),
             "token": lane.token,
+            "extra": lane.extra,
+            "schema": lane.schema,
             "generation": lane.generation,
             "seq": lane.seq,
             "config": None
@@ -306,7 +342,10 @@ def read_state(path: Path, scope: tuple[str, str, str, str]) -> LaneState | None
             arrays.append(np.frombuffer(data, dtype=kind, count=int(count), offset=offset))
             offset = end
         config = header["config"]
-        columns, kinds, ids, pair_rows, pair_starts, row_ids = arrays
+        if len(arrays) != 10:
+            return None
+        columns, kinds, ids, pair_rows, pair_starts, row_ids = arrays[:6]
+        pos_rowids, pos_keys, pos_caps, stale = arrays[6:]
         return LaneState(
             token=str(header["token"]),
             generation=str(header["generation"]),
@@ -321,6 +360,12 @@ def read_state(path: Path, scope: tuple[str, str, str, str]) -> LaneState | None
             pair_starts=pair_starts,
             source_of={str(k): str(v) for k, v in header["source_of"].items()},
             row_ids=row_ids,
+            pos_rowids=pos_rowids,
+            pos_keys=pos_keys,
+            pos_caps=pos_caps,
+            stale=stale,
+            extra=str(header.get("extra", "")),
+            schema=int(header.get("schema", -1)),
         )
     except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, MemoryError):
         return None

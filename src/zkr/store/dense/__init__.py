@@ -31,7 +31,7 @@ import numpy.typing as npt
 from zkr.errors import InvalidInput
 from zkr.model import QueryEmbedding, Target, TargetKind
 from zkr.store.dense.cache import clear_cache, peek_lane, state
-from zkr.store.dense.kernels import order_keys, score_columns
+from zkr.store.dense.kernels import order_keys, score_segments
 from zkr.store.dense.mapping import Derived
 from zkr.store.eligibility import one_per_capture
 from zkr.store.vectors import validate_query
@@ -79,13 +79,8 @@ def _ranked(
     if lane is None or len(derived.columns) == 0:
         return None
     _check_dimension(len(vec), lane.dimension)
-    block = cache.blocks[lane]
-    scores = score_columns(
-        block.matrix[:, : block.size],
-        block.norms[: block.size],
-        np.frombuffer(vec, dtype=np.float32),
-        lane.distance,
-        derived.columns,
+    scores = score_segments(
+        cache.segments(lane), np.frombuffer(vec, dtype=np.float32), lane.distance, derived.columns
     )
     if not len(derived):
         return _Ranking(derived, np.empty(0, dtype=np.uint64), np.empty(0, dtype=np.uint32))

@@ -26,6 +26,13 @@ derived state with its log position in a second, small file: a fresh process —
 — whose log shows nothing touching the lane since then searches from the memory-mapped vectors
 without reading a row of the lane. After decoding, the in-memory vectors are written out and
 replaced by the file's mapped pages, so a lane costs its float32 size once.
+
+**Patches.** When the log names a few writes that do touch the lane, :func:`_patch` re-reads
+only the rows whose mapping can have changed (whole captures of the related targets), puts
+their new vectors in an overlay (a second matrix whose columns follow the vector file's,
+saved as its own side file) and re-derives the mapping of those rows only
+(:func:`zkr.store.dense.mapping.patch`); a full refresh folds the overlay back into the
+vector file once it outgrows its share of the lane (docs/decisions-retrieval-dense.md).
 """
 
 from __future__ import annotations
@@ -47,9 +54,15 @@ from zkr.codec import sha256_tagged
 from zkr.store import changes, vectorfile
 from zkr.store.dense.decode import decode_texts
 from zkr.store.dense.kernels import sequential_norms
-from zkr.store.dense.mapping import Derived, Row, derive, id_array
+from zkr.store.dense.mapping import Derived, Row, derive, id_array, patch, split_keys
 from zkr.store.driver import is_postgres
-from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE, SCOPE_LINKS_SQL
+from zkr.store.eligibility import (
+    LIVE_CLAIM,
+    LIVE_EVIDENCE,
+    LIVE_SOURCE,
+    SCOPE_LINKS_OF_SQL,
+    SCOPE_LINKS_SQL,
+)
 from zkr.store.embeddings import lane as stored_lane
 from zkr.store.vectors import LaneConfig, decode_config
 
@@ -159,6 +172,21 @@ class _LaneCache:
     saved_mark: changes.Mark | None = None  # the position of the lane state file on disk
     entries_loaded: bool = True  # False: entries are still in the vector file (fast start)
     dirty: set[int] = field(default_factory=set)  # rowids the change log says were written
+    items: list[str] | None = None  # what the log holds since ``mark`` (when it was read)
+    extra: _Block | None = None  # the overlay: lane vectors written since the vector file
+    extra_token: str = ""  # the overlay file holding ``extra`` ("" : none written)
+    stale: set[int] = field(default_factory=set)  # rowids written since the vector file
+    schema: int = -1  # PRAGMA schema_version when the rowids of ``derived`` were read
+
+    def segments(self, lane: LaneConfig) -> list[tuple[F32, F32]]:
+        """The lane's (matrix, norms) in column order: the vector file's block, then the
+        overlay, whose column numbers follow the block's."""
+        block = self.blocks[lane]
+        out = [(block.matrix[:, : block.size], block.norms[: block.size])]
+        if self.extra is not None and self.extra.size:
+            extra = self.extra
+            out.append((extra.matrix[:, : extra.size], extra.norms[: extra.size]))
+        return out
 
 
 _CACHES: OrderedDict[tuple[int, str, str, str, str], _LaneCache] = OrderedDict()
@@ -230,12 +258,16 @@ def state(
         if cache.file is not None and not (mark is not None and _load_state(cache, mark)):
             _load_file(cache, cache.file)
     cache.dirty = set()
+    cache.items = None
     if mark is not None and cache.mark is not None and _untouched(conn, cache, mark):
         cache.mark = mark
         # the state on disk stays valid (a fresh process checks the log since its position
         # itself): rewrite it only when that log has grown long
         if cache.saved_mark is None or mark.seq - cache.saved_mark.seq >= STATE_LAG:
             _save_state(cache)
+    elif mark is not None and cache.items is not None and _patch(conn, cache):
+        cache.mark = mark
+        _save_state(cache)
     else:
         if not cache.entries_loaded and cache.file is not None:
             _load_file(cache, cache.file)
@@ -258,6 +290,7 @@ def _untouched(conn: sqlite3.Connection, cache: _LaneCache, mark: changes.Mark) 
     items = changes.since(conn, known.seq, UNTOUCHED_CHECK_LIMIT)
     if items is None:
         return False
+    cache.items = items
     cache.dirty = changes.lane_rowids(items, cache.scope)
     if cache.dirty:
         return False
@@ -267,6 +300,180 @@ def _untouched(conn: sqlite3.Connection, cache: _LaneCache, mark: changes.Mark) 
     t, p = cache.scope[:2]
     related = conn.execute(changes.RELATED_SQL, {"ids": json.dumps(ids), "t": t, "p": p}).fetchall()
     return not cache.derived.touches([r[0] for r in related if isinstance(r[0], str)])
+
+
+PATCH_TARGETS = 2048
+"""Targets whose rows a patch may re-read; beyond, a full refresh."""
+
+PATCH_OVERLAY = 1024
+"""Overlay columns always allowed before a full refresh rewrites the vector file (compacts
+the overlay into it); more are allowed up to :data:`PATCH_SHARE` of the file's columns."""
+
+PATCH_SHARE = 0.1
+
+
+def _schema(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA schema_version").fetchone()[0])
+
+
+def _ids(keys: npt.NDArray[np.bytes_]) -> set[str]:
+    return {bytes(k).decode("utf-8", "surrogatepass") for k in keys.tolist()}
+
+
+# A patch re-reads whole captures (spec/retrieval.md §14 #12 folding looks at every Evidence
+# target of a source and at the Source target): the given ids, the sources of those that are
+# evidence of the scope, and every evidence of the scope of all those sources.
+_CAPTURES_SQL = """
+WITH ids(id) AS (SELECT value FROM json_each(:ids)),
+caps(id) AS (
+  SELECT id FROM ids
+  UNION SELECT e.source_id FROM ids CROSS JOIN evidence e
+    ON e.id = ids.id AND e.tenant_id = :t AND e.person_id = :p
+)
+SELECT id FROM caps
+UNION SELECT e.id FROM caps CROSS JOIN evidence e
+  ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = caps.id
+"""
+
+# The lane's rows that a patch names: written rows (by rowid) to learn their targets.
+_WRITTEN_SQL = (
+    "SELECT em.target_id FROM embeddings em WHERE em.rowid IN (SELECT value FROM json_each(:rows))"
+    " AND em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
+)
+
+
+def _patch(conn: sqlite3.Connection, cache: _LaneCache) -> bool:
+    """Bring the derived state up to date from what the log holds since ``cache.mark``
+    (``cache.items``, ``cache.dirty``) by re-reading only the rows whose mapping can have
+    changed: the lane's written rows and every row whose target is related to a written id
+    (:data:`zkr.store.changes.RELATED_SQL`), widened to whole captures. Their new vectors go
+    to the overlay (``cache.extra``, written to the overlay file); the vector file is left
+    as it is, its written rows listed in ``cache.stale``. ``False`` (nothing changed) when a
+    full refresh is needed instead: the lane may change, too much was written, the overlay
+    has grown past its share of the lane."""
+    derived = cache.derived
+    lane = derived.lane
+    items = cache.items
+    if lane is None or items is None or lane not in cache.blocks:
+        return False
+    if cache.schema < 0 or _schema(conn) != cache.schema:
+        return False  # a VACUUM may have renumbered the rowids the state knows rows by
+    base = cache.blocks[lane]
+    t, p, m, v = cache.scope
+    scope = {"t": t, "p": p, "m": m, "v": v}
+    dirty = cache.dirty
+    affected: set[str] = set()
+    ids = [item for item in items if not item.startswith(changes.LANE_PREFIX)]
+    if ids:
+        related = conn.execute(changes.RELATED_SQL, {"ids": json.dumps(ids), "t": t, "p": p})
+        affected.update(r[0] for r in related if isinstance(r[0], str))
+    _, pos_ids = split_keys(derived.pos_keys)
+    dirty_rows = np.asarray(sorted(dirty), dtype=np.int64)
+    if dirty:
+        affected |= _ids(pos_ids[np.isin(derived.pos_rowids, dirty_rows)])
+        written = conn.execute(_WRITTEN_SQL, {**scope, "rows": json.dumps(sorted(dirty))})
+        affected.update(r[0] for r in written if isinstance(r[0], str))
+    if len(affected) > PATCH_TARGETS:
+        return False
+    if affected:
+        hit = np.isin(pos_ids, id_array(sorted(affected)))
+        affected |= _ids(derived.pos_caps[hit]) - {""}
+        captures = conn.execute(
+            _CAPTURES_SQL, {"ids": json.dumps(sorted(affected)), "t": t, "p": p}
+        )
+        affected.update(r[0] for r in captures if isinstance(r[0], str))
+    wanted = id_array(sorted(affected)) if affected else None
+    removed = np.isin(derived.pos_rowids, dirty_rows)
+    if wanted is not None:
+        removed |= np.isin(pos_ids, wanted) | np.isin(derived.pos_caps, wanted)
+        affected |= _ids(pos_ids[removed])
+    if len(affected) > PATCH_TARGETS:
+        return False
+    # the rows of the affected targets as they are now (currentness as in _refresh_rows)
+    now = conn.execute("SELECT unixepoch()").fetchone()[0]
+    params = {**scope, "ids": json.dumps(sorted(affected))}
+    old_columns = dict(
+        zip(derived.pos_rowids[removed].tolist(), derived.columns[removed].tolist(), strict=True)
+    )
+    candidates: list[tuple[int, Meta, str, object, str | None]] = []
+    for kind, sql in _PATCH_SQL if affected else ():
+        for row in conn.execute(sql, params):
+            rowid, meta = row[0], row[1:9]
+            revision, text = row[9], row[10]
+            if revision is None or meta[5] != revision or not isinstance(text, str):
+                continue
+            if meta[6] == sha256_tagged(text):
+                candidates.append((rowid, meta, kind, row[11], row[12]))
+    # vectors: a surviving row not written keeps its column; the others are read into the
+    # overlay (a row of another configuration only tells whether the lane changes)
+    todo = [c for c in candidates if c[0] in dirty or c[0] not in old_columns]
+    entries = {
+        rowid: _Entry(meta, type(meta[7]) is int and meta[7] < now) for rowid, meta, *_ in todo
+    }
+    counts: dict[LaneConfig, int] = {}
+    for _rowid, meta, *_ in todo:
+        config = _config_of(meta[2], meta[3], meta[4])
+        if config is not None:
+            counts[config] = counts.get(config, 0) + 1
+    extra = cache.extra
+    overlay = _Block.empty(
+        lane.dimension, (0 if extra is None else extra.size) + counts.get(lane, 0)
+    )
+    if extra is not None and extra.size:
+        overlay.matrix[:, : extra.size] = extra.matrix[:, : extra.size]
+        overlay.norms[: extra.size] = extra.norms[: extra.size]
+        overlay.size = extra.size
+    if overlay.size + counts.get(lane, 0) > max(PATCH_OVERLAY, int(base.size * PATCH_SHARE)):
+        return False
+    blocks = {c: overlay if c == lane else _Block.empty(c.dimension, n) for c, n in counts.items()}
+    _decode_rows(conn, cache.scope, entries, blocks, [rowid for rowid, *_ in todo])
+    rows: list[Row] = []
+    for rowid, meta, kind, mappable, capture in candidates:
+        entry = entries.get(rowid)
+        if entry is None:
+            column = old_columns[rowid]
+        elif entry.config is None:
+            continue  # not well-formed
+        elif entry.config != lane:
+            if LaneConfig.order_key(entry.config) < LaneConfig.order_key(lane):
+                return False  # the lane changes
+            continue
+        else:
+            column = base.size + entry.column
+        rows.append(Row(rowid, column, lane, kind, str(meta[1]), mappable, capture))
+    if len(derived.columns) - int(removed.sum()) + len(rows) == 0:
+        return False  # the lane may change
+    link_params = {"t": t, "p": p, "ids": params["ids"]}
+    links = conn.execute(SCOPE_LINKS_OF_SQL, link_params).fetchall() if affected else []
+    patched = patch(derived, removed, rows, links)
+    new_ids = {row.target_id for row in rows}
+    patched.row_ids = (
+        np.union1d(derived.row_ids, id_array(sorted(new_ids | affected)))
+        if affected
+        else derived.row_ids
+    )
+    cache.derived = patched
+    for rowid in dirty:
+        cache.entries.pop(rowid, None)
+    cache.stale |= dirty
+    if overlay.size != (0 if extra is None else extra.size) or extra is None:
+        cache.extra = overlay
+        cache.extra_token = ""
+        if cache.file is not None and cache.token is not None and overlay.size:
+            cache.extra_token = (
+                vectorfile.write(
+                    vectorfile.overlay_path(cache.file),
+                    cache.scope,
+                    [],
+                    [lane],
+                    [overlay.matrix[:, : overlay.size]],
+                    [overlay.norms[: overlay.size]],
+                )
+                or ""
+            )
+        if not overlay.size:
+            cache.extra = None
+    return True
 
 
 STATE_LAG = 1024
@@ -287,8 +494,27 @@ def _load_state(cache: _LaneCache, mark: changes.Mark) -> bool:
     snap = vectorfile.read(cache.file, cache.scope, rows=False)
     if snap is None or snap.token != lane.token:
         return False
+    extra = None
+    if lane.extra:
+        over = vectorfile.read(vectorfile.overlay_path(cache.file), cache.scope, rows=False)
+        if (
+            over is None
+            or over.token != lane.extra
+            or over.configs != [lane.config]
+            or lane.config not in snap.configs
+        ):
+            return False
+        extra = _Block(
+            over.configs[0].dimension,
+            over.matrices[0].view(np.ndarray),
+            over.norms[0].view(np.ndarray),
+            over.matrices[0].shape[1],
+        )
     _adopt_blocks(cache, snap)
     cache.token = snap.token
+    cache.extra, cache.extra_token = extra, lane.extra
+    cache.stale = set(lane.stale.tolist())
+    cache.schema = lane.schema
     cache.derived = Derived(
         lane=lane.config,
         columns=lane.columns,
@@ -298,6 +524,9 @@ def _load_state(cache: _LaneCache, mark: changes.Mark) -> bool:
         pair_rows=lane.pair_rows,
         pair_starts=lane.pair_starts,
         row_ids=lane.row_ids,
+        pos_rowids=lane.pos_rowids,
+        pos_keys=lane.pos_keys,
+        pos_caps=lane.pos_caps,
     )
     cache.mark = cache.saved_mark = changes.Mark(lane.generation, lane.seq)
     cache.entries_loaded = False
@@ -312,6 +541,7 @@ def _save_state(cache: _LaneCache) -> None:
         or cache.mark is None
         or cache.token is None
         or cache.saved_mark == cache.mark
+        or (cache.extra is not None and not cache.extra_token)  # the overlay is not on disk
     ):
         return
     derived = cache.derived
@@ -330,6 +560,12 @@ def _save_state(cache: _LaneCache) -> None:
             pair_starts=derived.pair_starts,
             source_of=derived.source_of,
             row_ids=derived.row_ids,
+            pos_rowids=derived.pos_rowids,
+            pos_keys=derived.pos_keys,
+            pos_caps=derived.pos_caps,
+            stale=np.asarray(sorted(cache.stale), dtype=np.int64),
+            extra=cache.extra_token if cache.extra is not None else "",
+            schema=cache.schema,
         ),
     )
     cache.saved_mark = cache.mark
@@ -361,16 +597,16 @@ _LANE = "em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.versio
 
 def _rows_sql(kind: str, target: str, revision: str, text: str, mappable: str, capture: str) -> str:
     """The lane's rows of one target ``kind`` with their ``target`` (a LEFT JOIN: NULL columns
-    when it is not live)."""
+    when it is not live); ``{only}`` is where a patch restricts them to some target ids."""
     return f"""
 SELECT {_ROW_COLUMNS}, {revision}, {text}, {mappable}, {capture}
 FROM embeddings em
 LEFT JOIN {target}
-WHERE {_LANE} AND em.target_kind = '{kind}'
+WHERE {_LANE} AND em.target_kind = '{kind}'{{only}}
 ORDER BY em.target_id"""
 
 
-_ROWS_SQL = (
+_ROWS_TEMPLATES = (
     (
         "claim",
         _rows_sql(
@@ -412,9 +648,18 @@ _ROWS_SQL = (
 )
 
 
+_PATCH_SQL = tuple(
+    (kind, sql.replace("{only}", " AND em.target_id IN (SELECT value FROM json_each(:ids))"))
+    for kind, sql in _ROWS_TEMPLATES
+)
+_ROWS_SQL = tuple((kind, sql.replace("{only}", "")) for kind, sql in _ROWS_TEMPLATES)
+
+
 def _refresh(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     """Re-read the lane (small columns only), decode the vectors of new or changed rows that
     could be current, and re-derive currentness, the lane and the §5.4 mapping."""
+    cache.extra, cache.extra_token = None, ""  # rows patched since are re-read (``stale``)
+    cache.schema = -1 if is_postgres(conn) else _schema(conn)  # (no patches there)
     with _lean_reads(conn):
         _refresh_rows(conn, cache)
 
@@ -452,7 +697,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     for rowid, kind, mappable, capture in candidates:
         entry = entries[rowid]
         target_id = "" if entry.meta is None else str(entry.meta[1])
-        rows.append(Row(entry.column, entry.config, kind, target_id, mappable, capture))
+        rows.append(Row(rowid, entry.column, entry.config, kind, target_id, mappable, capture))
     cache.derived = derive(rows, links)
     cache.derived.row_ids = id_array(
         sorted({str(e.meta[1]) for e in entries.values() if e.meta is not None})
@@ -485,16 +730,29 @@ def _load_file(cache: _LaneCache, path: Path) -> None:
     """Seed the cache with the vectors another process decoded (zkr.store.vectorfile)."""
     cache.entries_loaded = True
     snap = vectorfile.read(path, cache.scope)
+    stale: set[int] = set()
+    if snap is not None:
+        # rows written since the file was saved (patched into an overlay): their small
+        # columns in the file are not to be trusted; without the state naming them, when an
+        # overlay exists, nothing in the file is
+        lane = vectorfile.read_state(vectorfile.state_path(path), cache.scope)
+        if lane is not None and lane.token == snap.token:
+            stale = set(lane.stale.tolist())
+            if snap.token == cache.token:
+                stale |= cache.stale
+        elif vectorfile.overlay_path(path).exists():
+            snap = None
     if snap is None:
         cache.token = None
         return
+    cache.stale = stale
     _adopt_blocks(cache, snap)
     cache.token = snap.token
     cache.entries = {}
     for rowid, meta, index, column, parsed in zip(
         snap.rowids, snap.metas, snap.config, snap.column, snap.parsed, strict=True
     ):
-        if meta is None:
+        if meta is None or rowid in stale:
             continue
         if index >= 0:
             cache.entries[rowid] = _Entry(meta, True, parsed, snap.configs[index], column)
@@ -530,7 +788,12 @@ def _save_file(cache: _LaneCache, path: Path) -> None:
         picks.append(picked)
         matrices.append(_Picked(block.matrix, picked))
         norms.append(block.norms[picked])
+    # the overlay goes first: a reader then finds either the old file with the state naming
+    # its stale rows, or the new file, whose rows are all current
+    vectorfile.overlay_path(path).unlink(missing_ok=True)
     token = vectorfile.write(path, cache.scope, rows, configs, matrices, norms)
+    if token is not None:
+        cache.stale = set()
     if token is None or any(e.config is not None and not e.settled for e in cache.entries.values()):
         return
     snap = vectorfile.read(path, cache.scope, rows=False)
@@ -586,7 +849,7 @@ def _decode_pending(conn: sqlite3.Connection, cache: _LaneCache, rowids: list[in
             cache.blocks[config] = _Block.empty(config.dimension, count)
         else:
             block.reserve(count)
-    _decode_rows(conn, cache, todo)
+    _decode_rows(conn, cache.scope, entries, cache.blocks, todo)
     return len(todo)
 
 
@@ -608,15 +871,21 @@ def _lean_reads(conn: sqlite3.Connection) -> Iterator[None]:
 _READ_PRAGMAS = ("mmap_size", "cache_size")
 
 
-def _decode_rows(conn: sqlite3.Connection, cache: _LaneCache, todo: list[int]) -> None:
-    """Read the vectors of rows ``todo``: zkr's float32 copy of a row when one is kept for
-    exactly that row (:func:`zkr.store.changes.copies`, trusted only under a complete change
-    log), else its JSON text, decoded in bulk (:func:`zkr.store.dense.decode.decode_texts`)."""
-    entries = cache.entries
+def _decode_rows(
+    conn: sqlite3.Connection,
+    scope: tuple[str, str, str, str],
+    entries: dict[int, _Entry],
+    blocks: dict[LaneConfig, _Block],
+    todo: list[int],
+) -> None:
+    """Read the vectors of rows ``todo`` of ``entries`` into ``blocks`` (one per
+    configuration, with room): zkr's float32 copy of a row when one is kept for exactly that
+    row (:func:`zkr.store.changes.copies`, trusted only under a complete change log), else
+    its JSON text, decoded in bulk (:func:`zkr.store.dense.decode.decode_texts`)."""
     trusted = changes.mark(conn) is not None
     for offset in range(0, len(todo), DECODE_BATCH):
         part = todo[offset : offset + DECODE_BATCH]
-        kept = changes.copies(conn, cache.scope, part) if trusted else {}
+        kept = changes.copies(conn, scope, part) if trusted else {}
         # per configuration: rowids and their float32 rows, from copies or decoded text
         found: dict[LaneConfig, tuple[list[int], list[F32]]] = {}
         texts: dict[LaneConfig, tuple[list[int], list[object]]] = {}
@@ -663,7 +932,7 @@ def _decode_rows(conn: sqlite3.Connection, cache: _LaneCache, todo: list[int]) -
                 into.extend(ids[i] for i in good.tolist())
                 rows.append(matrix[good])
         for config, (ids, rows) in found.items():
-            start = cache.blocks[config].append(np.concatenate(rows).astype("=f4", copy=False))
+            start = blocks[config].append(np.concatenate(rows).astype("=f4", copy=False))
             for position, rowid in enumerate(ids):
                 entries[rowid].config = config
                 entries[rowid].column = start + position

@@ -118,19 +118,35 @@ def score_columns(matrix: F32, norms: F32, query: F32, distance: Distance, colum
     Raises the error of the first row, in ``columns`` order, that fails (§5.3): zero magnitude
     (cosine, either side), then a non-finite score.
     """
+    return score_segments([(matrix, norms)], query, distance, columns)
+
+
+def score_segments(
+    segments: list[tuple[F32, F32]], query: F32, distance: Distance, columns: I64
+) -> F32:
+    """:func:`score_columns` over matrices side by side: (matrix, norms) pairs whose columns
+    are numbered one after the other (a lane's vector file, then its overlay)."""
+
+    def each(kernel: Callable[[F32, F32], F32]) -> F32:
+        parts = [kernel(matrix, query) for matrix, _ in segments]
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
     with np.errstate(all="ignore"):
         if distance is Distance.DOT:
-            scores = sequential_dot(matrix, query)[columns]
+            scores = each(sequential_dot)[columns]
             zero = None
         elif distance is Distance.COSINE:
             q_norm = query_norm(query)
             if q_norm == 0:
                 raise InvalidInput(ZERO_MAGNITUDE)
+            norms = (
+                segments[0][1] if len(segments) == 1 else np.concatenate([n for _, n in segments])
+            )
             row_norms = norms[columns]
             zero = row_norms == 0
-            scores = sequential_dot(matrix, query)[columns] / (q_norm * row_norms)
+            scores = each(sequential_dot)[columns] / (q_norm * row_norms)
         else:
-            scores = -np.sqrt(sequential_square_distance(matrix, query))[columns]
+            scores = -np.sqrt(each(sequential_square_distance))[columns]
             zero = None
     bad = ~np.isfinite(scores)
     if zero is not None:

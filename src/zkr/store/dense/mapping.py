@@ -22,11 +22,12 @@ I64 = npt.NDArray[np.int64]
 
 
 class Row(NamedTuple):
-    """One current stored row in §5.2 order: its column in its configuration's block, its
-    configuration (``None``: not well-formed), target kind and id, whether the target can be
-    mapped at all (evidence: source live; source: has live evidence), and for evidence rows
-    the source id."""
+    """One current stored row in §5.2 order: its rowid, its column in its configuration's
+    block, its configuration (``None``: not well-formed), target kind and id, whether the
+    target can be mapped at all (evidence: source live; source: has live evidence), and for
+    evidence rows the source id."""
 
+    rowid: int
     column: int
     config: LaneConfig | None
     kind: str
@@ -63,6 +64,12 @@ class Derived:
     pair_rows: I64 = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     pair_starts: I64 = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     row_ids: npt.NDArray[np.bytes_] = field(default_factory=lambda: _NO_IDS)
+    # per surviving row (position), for patching (:func:`patch`): its rowid, its §5.2 order
+    # key (a byte for the kind's place in that order, then the target id) and, for an
+    # evidence row, its source id (else empty)
+    pos_rowids: I64 = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    pos_keys: npt.NDArray[np.bytes_] = field(default_factory=lambda: _NO_IDS)
+    pos_caps: npt.NDArray[np.bytes_] = field(default_factory=lambda: _NO_IDS)
 
     def __len__(self) -> int:
         return len(self.kinds)
@@ -93,6 +100,10 @@ class Derived:
         return any(bytes(self.row_ids[f]) in keys for f in found.tolist())
 
 
+ROW_ORDER = {"claim": 0, "evidence": 1, "source": 2}
+"""The place of each target kind in §5.2 row order (the refresh reads kinds in this order)."""
+
+
 def derive(
     rows: list[Row],
     links: list[tuple[str, str, str, object, object]],
@@ -105,68 +116,181 @@ def derive(
     claim can be cited (decision 19). Raw Evidence targets that duplicate a capture are folded
     into its Source (:func:`zkr.store.eligibility.one_per_capture`).
     """
-    by_source, by_evidence = Support(), Support()
-    citable: set[str] = set()  # live claims with live supporting evidence of a live source
-    for source_id, evidence_id, claim_id, live, source_live in links:
-        by_source.add(source_id, claim_id, live)
-        by_evidence.add(evidence_id, claim_id, live)
-        if live and source_live:
-            citable.add(claim_id)
     current = [row for row in rows if row.config is not None]
     if not current:
         return Derived()
     lane = min((row.config for row in current if row.config is not None), key=LaneConfig.order_key)
-    columns: list[int] = []
-    mapped_rows: list[tuple[int, list[Target]]] = []
+    part = _Part.of([row for row in current if row.config == lane], links)
+    return _assemble(lane, [part])
+
+
+@dataclass
+class _Part:
+    """Surviving rows with their targets (Evidence already folded as its capture says)."""
+
+    columns: I64
+    rowids: I64
+    keys: npt.NDArray[np.bytes_]
+    caps: npt.NDArray[np.bytes_]
+    pair_rows: I64  # positions within this part
+    pair_keys: npt.NDArray[np.bytes_]  # kind rank byte + UTF-8 id of each pair's target
+    source_of: dict[str, str]  # Evidence targets' sources
+
+    @classmethod
+    def of(cls, rows: list[Row], links: list[tuple[str, str, str, object, object]]) -> _Part:
+        """Map ``rows`` (all of one configuration, in §5.2 order): ``links`` must hold every
+        supporting link of their targets. Self-contained for capture folding only when every
+        row of each capture (its source's row, its evidence's rows) is among ``rows``."""
+        by_source, by_evidence = Support(), Support()
+        citable: set[str] = set()  # live claims with live supporting evidence of a live source
+        for source_id, evidence_id, claim_id, live, source_live in links:
+            by_source.add(source_id, claim_id, live)
+            by_evidence.add(evidence_id, claim_id, live)
+            if live and source_live:
+                citable.add(claim_id)
+        mapped_rows: list[tuple[int, list[Target]]] = []
+        source_of: dict[str, str] = {}
+        for position, row in enumerate(rows):
+            target_id, kind = row.target_id, row.kind
+            if kind == "claim":
+                mapped = [Target(TargetKind.CLAIM, target_id)] if target_id in citable else []
+            elif not row.mappable:
+                mapped = []  # evidence whose source is not live; source without live evidence
+            elif kind == "source":
+                mapped = by_source.targets(TargetKind.SOURCE, target_id, hide_linked=True)
+            else:
+                mapped = by_evidence.targets(TargetKind.EVIDENCE, target_id, hide_linked=True)
+                if row.capture is not None:
+                    source_of[target_id] = row.capture
+            if mapped:
+                mapped_rows.append((position, mapped))
+        merged = one_per_capture((t for _, mapped in mapped_rows for t in mapped), source_of)
+        pair_rows: list[int] = []
+        pair_keys: list[bytes] = []
+        kept: dict[str, str] = {}
+        for position, mapped in mapped_rows:
+            for target in mapped:
+                target = merged.get(target, target)
+                if target.kind is TargetKind.EVIDENCE:
+                    kept[target.id] = source_of[target.id]
+                pair_rows.append(position)
+                pair_keys.append(_key(TARGET_RANK[target.kind], target.id))
+        return cls(
+            columns=np.asarray([row.column for row in rows], dtype=np.int64),
+            rowids=np.asarray([row.rowid for row in rows], dtype=np.int64),
+            keys=_bytes([_key(ROW_ORDER[row.kind], row.target_id) for row in rows]),
+            caps=id_array([row.capture or "" for row in rows]),
+            pair_rows=np.asarray(pair_rows, dtype=np.int64),
+            pair_keys=_bytes(pair_keys),
+            source_of=kept,
+        )
+
+
+def _key(rank: int, target_id: str) -> bytes:
+    return bytes((rank,)) + target_id.encode("utf-8", "surrogatepass")
+
+
+def _bytes(values: list[bytes]) -> npt.NDArray[np.bytes_]:
+    width = max((len(v) for v in values), default=1) or 1
+    return np.asarray(values, dtype=f"S{width}")
+
+
+def split_keys(
+    keys: npt.NDArray[np.bytes_],
+) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bytes_]]:
+    """Rank bytes and ids of keys made by :func:`_key`."""
+    width = keys.dtype.itemsize
+    raw = np.ascontiguousarray(keys).view(np.uint8).reshape(len(keys), width)
+    kinds = raw[:, 0].copy()
+    if width == 1:
+        return kinds, np.zeros(len(keys), dtype="S1")
+    ids = np.ascontiguousarray(raw[:, 1:]).view(f"S{width - 1}").reshape(len(keys))
+    return kinds, ids
+
+
+def _join(kinds: npt.NDArray[np.uint8], ids: npt.NDArray[np.bytes_]) -> npt.NDArray[np.bytes_]:
+    """Keys (:func:`_key`) of targets given as rank bytes and ids."""
+    width = ids.dtype.itemsize
+    raw = np.empty((len(ids), width + 1), dtype=np.uint8)
+    raw[:, 0] = kinds
+    raw[:, 1:] = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), width)
+    return raw.view(f"S{width + 1}").reshape(len(ids))
+
+
+def _assemble(lane: LaneConfig, parts: list[_Part]) -> Derived:
+    """One :class:`Derived` from parts whose rows and targets do not overlap: rows put in
+    §5.2 order (a stable sort by kind and target id; the rows of one target come from one
+    part, in its order), targets numbered in target order (§1), so that ties in score sort by
+    number."""
+    sizes = [len(p.columns) for p in parts]
+    offsets = np.cumsum([0, *sizes])[:-1]
+    keys = np.concatenate([p.keys for p in parts])
+    order = np.argsort(keys, kind="stable")
+    place = np.empty(len(order), dtype=np.int64)
+    place[order] = np.arange(len(order), dtype=np.int64)
+    pair_rows = place[
+        np.concatenate([p.pair_rows + o for p, o in zip(parts, offsets, strict=True)])
+    ]
+    pair_keys = np.concatenate([p.pair_keys for p in parts])
+    unique, numbers = np.unique(pair_keys, return_inverse=True)
+    numbers = numbers.reshape(-1).astype(np.int64)
+    by_target = np.argsort(numbers, kind="stable")
+    starts = np.flatnonzero(np.diff(numbers[by_target], prepend=-1)).astype(np.int64)
+    kinds, ids = split_keys(unique)
     source_of: dict[str, str] = {}
-    for row in current:
-        if row.config != lane:
-            continue
-        position = len(columns)
-        columns.append(row.column)
-        target_id, kind = row.target_id, row.kind
-        if kind == "claim":
-            mapped = [Target(TargetKind.CLAIM, target_id)] if target_id in citable else []
-        elif not row.mappable:
-            mapped = []  # evidence whose source is not live; source without live evidence
-        elif kind == "source":
-            mapped = by_source.targets(TargetKind.SOURCE, target_id, hide_linked=True)
-        else:
-            mapped = by_evidence.targets(TargetKind.EVIDENCE, target_id, hide_linked=True)
-            if row.capture is not None:
-                source_of[target_id] = row.capture
-        if mapped:
-            mapped_rows.append((position, mapped))
-    merged = one_per_capture((t for _, mapped in mapped_rows for t in mapped), source_of)
-    targets: list[Target] = []
-    index: dict[Target, int] = {}
-    pair_rows: list[int] = []
-    pair_targets: list[int] = []
-    for position, mapped in mapped_rows:
-        for target in mapped:
-            target = merged.get(target, target)
-            number = index.get(target)
-            if number is None:
-                number = index[target] = len(targets)
-                targets.append(target)
-            pair_rows.append(position)
-            pair_targets.append(number)
-    # Number targets in target order (§1), so that ties in score sort by number.
-    keys = [(TARGET_RANK[t.kind], t.id) for t in targets]
-    ordered = sorted(range(len(targets)), key=keys.__getitem__)
-    renumber = np.empty(len(targets), dtype=np.int64)
-    renumber[np.asarray(ordered, dtype=np.int64)] = np.arange(len(targets), dtype=np.int64)
-    rows_arr = np.asarray(pair_rows, dtype=np.int64)
-    targets_arr = renumber[np.asarray(pair_targets, dtype=np.int64)]
-    by_target = np.argsort(targets_arr, kind="stable")
-    starts = np.flatnonzero(np.diff(targets_arr[by_target], prepend=-1)).astype(np.int64)
-    targets = [targets[i] for i in ordered]
+    for part in parts:
+        source_of.update(part.source_of)
     return Derived(
         lane=lane,
-        columns=np.asarray(columns, dtype=np.int64),
-        source_of={t.id: source_of[t.id] for t in targets if t.kind is TargetKind.EVIDENCE},
-        kinds=np.asarray([TARGET_RANK[t.kind] for t in targets], dtype=np.uint8),
-        ids=id_array([t.id for t in targets]),
-        pair_rows=rows_arr[by_target],
+        columns=np.concatenate([p.columns for p in parts])[order],
+        source_of=source_of,
+        kinds=kinds,
+        ids=ids if len(ids) else _NO_IDS,
+        pair_rows=pair_rows[by_target],
         pair_starts=starts,
+        pos_rowids=np.concatenate([p.rowids for p in parts])[order],
+        pos_keys=keys[order],
+        pos_caps=np.concatenate([p.caps for p in parts])[order],
     )
+
+
+def patch(
+    derived: Derived,
+    removed: npt.NDArray[np.bool_],
+    rows: list[Row],
+    links: list[tuple[str, str, str, object, object]],
+) -> Derived:
+    """``derived`` with the surviving rows flagged in ``removed`` replaced by ``rows`` (of
+    ``derived.lane``'s configuration, §5.2 order), mapped with ``links``. Equal to
+    :func:`derive` over the whole lane when every row whose mapping can have changed is
+    removed and re-read, and with it every row of the same captures (what
+    :mod:`zkr.store.dense.cache` does); the lane must not change (its caller checks)."""
+    assert derived.lane is not None
+    keep = ~removed
+    target_of = np.repeat(
+        np.arange(len(derived.pair_starts), dtype=np.int64),
+        np.diff(np.append(derived.pair_starts, len(derived.pair_rows))),
+    )
+    kept_pairs = keep[derived.pair_rows]
+    renumber = np.cumsum(keep) - 1
+    kept_targets = target_of[kept_pairs]
+    old_keys = _join(derived.kinds, derived.ids) if len(derived.kinds) else _NO_IDS
+    kept_evidence = {
+        bytes(i).decode("utf-8", "surrogatepass")
+        for i in derived.ids[np.unique(kept_targets)][
+            derived.kinds[np.unique(kept_targets)] == TARGET_RANK[TargetKind.EVIDENCE]
+        ].tolist()
+    }
+    old = _Part(
+        columns=derived.columns[keep],
+        rowids=derived.pos_rowids[keep],
+        keys=derived.pos_keys[keep],
+        caps=derived.pos_caps[keep],
+        pair_rows=renumber[derived.pair_rows[kept_pairs]],
+        pair_keys=old_keys[kept_targets] if len(kept_targets) else _NO_IDS,
+        source_of={k: v for k, v in derived.source_of.items() if k in kept_evidence},
+    )
+    new = _Part.of(rows, links)
+    out = _assemble(derived.lane, [old, new])
+    out.row_ids = derived.row_ids
+    return out
