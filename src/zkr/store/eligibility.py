@@ -182,9 +182,14 @@ WHERE ce.tenant_id = :t AND ce.person_id = :p AND {SUPPORTS}
 # zkr.store.dense.cache, re-maps only these targets' rows).
 SCOPE_LINKS_OF_SQL = (
     SCOPE_LINKS_SQL
-    + """ AND (e.id IN (SELECT value FROM json_each(:ids))
-     OR e.source_id IN (SELECT value FROM json_each(:ids))
-     OR ce.claim_id IN (SELECT value FROM json_each(:ids)))
+    + """ AND ce.rowid IN (
+  SELECT ce.rowid FROM json_each(:ids) j CROSS JOIN claim_evidence ce
+    ON ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = j.value
+  UNION SELECT ce.rowid FROM json_each(:ids) j CROSS JOIN claim_evidence ce
+    ON ce.evidence_id = j.value
+  UNION SELECT ce.rowid FROM json_each(:ids) j CROSS JOIN evidence e
+    ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = j.value
+    CROSS JOIN claim_evidence ce ON ce.evidence_id = e.id)
 """
 )
 

@@ -316,6 +316,20 @@ def _schema(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA schema_version").fetchone()[0])
 
 
+def _with_ids(sorted_ids: npt.NDArray[np.bytes_], ids: set[str]) -> npt.NDArray[np.bytes_]:
+    """``sorted_ids`` with ``ids`` inserted in order (those missing only; no re-sort)."""
+    if not ids:
+        return sorted_ids
+    new = id_array(sorted(ids))
+    width = max(sorted_ids.dtype.itemsize, new.dtype.itemsize)
+    base = sorted_ids.astype(f"S{width}", copy=False)
+    new = new.astype(f"S{width}")
+    at = np.searchsorted(base, new)
+    found = base[np.minimum(at, len(base) - 1)] == new if len(base) else np.zeros(len(new), bool)
+    missing = ~found
+    return np.insert(base, at[missing], new[missing]) if missing.any() else base
+
+
 def _ids(keys: npt.NDArray[np.bytes_]) -> set[str]:
     return {bytes(k).decode("utf-8", "surrogatepass") for k in keys.tolist()}
 
@@ -343,6 +357,12 @@ _WRITTEN_SQL = (
 
 
 def _patch(conn: sqlite3.Connection, cache: _LaneCache) -> bool:
+    """:func:`_patch_rows` read as a refresh reads (:func:`_lean_reads`)."""
+    with _lean_reads(conn):
+        return _patch_rows(conn, cache)
+
+
+def _patch_rows(conn: sqlite3.Connection, cache: _LaneCache) -> bool:
     """Bring the derived state up to date from what the log holds since ``cache.mark``
     (``cache.items``, ``cache.dirty``) by re-reading only the rows whose mapping can have
     changed: the lane's written rows and every row whose target is related to a written id
@@ -446,12 +466,9 @@ def _patch(conn: sqlite3.Connection, cache: _LaneCache) -> bool:
     link_params = {"t": t, "p": p, "ids": params["ids"]}
     links = conn.execute(SCOPE_LINKS_OF_SQL, link_params).fetchall() if affected else []
     patched = patch(derived, removed, rows, links)
-    new_ids = {row.target_id for row in rows}
-    patched.row_ids = (
-        np.union1d(derived.row_ids, id_array(sorted(new_ids | affected)))
-        if affected
-        else derived.row_ids
-    )
+    # every stored row's target id stays listed, written rows' included (current or not); an
+    # id listed without a row only costs a check
+    patched.row_ids = _with_ids(derived.row_ids, affected)
     cache.derived = patched
     for rowid in dirty:
         cache.entries.pop(rowid, None)
