@@ -431,7 +431,7 @@ SESSION: list[tuple[str, str, dict[str, Any]]] = [
     ("del", "delete", _scope(source_id="$d.source_id", deleted_at=30)),
     ("rp", "repair", _scope(limit=50)),
     ("ed", "erase", _scope(dry_run=True)),
-    ("er", "erase", _scope()),
+    ("er", "erase", _scope(dry_run=False)),
     ("s4", "search", _scope(query="door code")),
     ("ex", "export", {"export_format": 1, "tenant_id": "t", "person_id": "p", "limit": 100}),
     (

@@ -21,6 +21,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 
+from zkr.store.driver import is_postgres
 from zkr.text import new_id
 
 # Outbox reasons (spec/storage.md §2.3, bare text).
@@ -137,15 +138,22 @@ def drop_fts(conn: sqlite3.Connection, tenant_id: str, person_id: str, source_id
     )
 
 
-def drop_fts_of(conn: sqlite3.Connection, source_ids: Sequence[str]) -> None:
-    """Drop the full-text rows of several sources (ids are global keys) in one statement."""
+def drop_fts_of(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, source_ids: Sequence[str]
+) -> None:
+    """Drop the full-text rows of several sources of one scope in one statement (the scope
+    keeps a distributed PostgreSQL store's delete on the person's shard)."""
     conn.execute(
-        "DELETE FROM source_fts WHERE source_id IN (SELECT value FROM json_each(?))",
-        (json.dumps(list(source_ids)),),
+        "DELETE FROM source_fts WHERE tenant_id = ? AND person_id = ?"
+        " AND source_id IN (SELECT value FROM json_each(?))",
+        (tenant_id, person_id, json.dumps(list(source_ids))),
     )
 
 
 def optimize_fts(conn: sqlite3.Connection) -> None:
     """Merge the full-text index's segments, so no page keeps the terms of dropped rows
-    (``erase``; FTS5's ``optimize`` command)."""
+    (``erase``; FTS5's ``optimize`` command). On PostgreSQL ``source_fts`` is a plain table
+    with nothing to merge (dead rows go at the next VACUUM, docs/postgres.md)."""
+    if is_postgres(conn):
+        return
     conn.execute("INSERT INTO source_fts (source_fts) VALUES ('optimize')")

@@ -198,9 +198,11 @@ def _report(found: dict[str, Any], dry_run: bool, wal_truncated: bool | None = N
     )
 
 
+# A hash already in the ledger stays as it is (spec/sync.md §2 layout: one row per payload hash
+# in scope). Written as an upsert that both SQLite and PostgreSQL read the same way.
 _LEDGER_INSERT = (
-    "INSERT OR IGNORE INTO memory_applied_records (tenant_id, person_id, record_kind,"
-    " record_id, payload_hash, applied_at) VALUES (?, ?, ?, ?, ?, ?)"
+    "INSERT INTO memory_applied_records (tenant_id, person_id, record_kind,"
+    " record_id, payload_hash, applied_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING"
 )
 
 
@@ -246,7 +248,7 @@ def _write(
         " AND claim_id IN (SELECT value FROM json_each(:claims))",
         params,
     )
-    drop_fts_of(conn, found["sources"])
+    drop_fts_of(conn, tenant, person, found["sources"])
     conn.execute(
         "DELETE FROM embeddings WHERE tenant_id = :t AND person_id = :p AND ("
         " (target_kind = 'source' AND target_id IN (SELECT value FROM json_each(:sources)))"
