@@ -99,6 +99,18 @@ def test_db_path_flags_after_db_are_unknown_commands(db_path: str) -> None:
     assert cli(None, argv=["--db", db_path, "--help"]).error() == 'unknown command "--help"'
 
 
+@pytest.mark.parametrize("path", ["", ":memory:"])
+def test_a_database_that_vanishes_at_exit_is_refused(path: str, tmp_path: Path) -> None:
+    """SQLite would accept both and drop every write when the process ends: remember would
+    print ids for memories never kept. The error names the value; nothing is created."""
+    result = cli(path, "remember", REMEMBER)
+    assert result.code == 1 and result.stdout == ""
+    assert result.error() == (
+        f"--db {json.dumps(path)} is a database that vanishes when this call ends;"
+        " give a file path or a postgresql:// URL"
+    )
+
+
 def test_missing_parent_directory(tmp_path: Path) -> None:
     path = tmp_path / "no" / "such" / "dir.db"
     message = cli(str(path), "search", SEARCH_REQUEST).error()

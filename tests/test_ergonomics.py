@@ -17,7 +17,7 @@ from tests.conftest import REPO, cli, remember
 from zkr import MemoryDb
 from zkr.cli import COMMANDS
 from zkr.clihelp import HELP
-from zkr.errors import NotFound, RequestError
+from zkr.errors import InvalidInput, NotFound, RequestError
 from zkr.model import RememberRequest, SourceKind, Status, TargetKind
 
 # --------------------------------------------------------------------------- CLI help, version
@@ -90,6 +90,24 @@ def test_scope_defaults_times_to_now_and_takes_plain_strings(db: MemoryDb) -> No
     assert deleted.claim_count == 1
     # the scope is the handle's: another person sees nothing
     assert db.scope("acme", "ana").search("Acme").items == []
+
+
+def test_a_future_explicit_time_does_not_drag_the_handles_clock(db: MemoryDb) -> None:
+    """remember(recorded_at=year 2100) then remember(): the second is stamped now, not 2100;
+    an explicit 2**63 - 1 does not make every later default overflow."""
+    sam = db.scope("acme", "sam")
+    planned = sam.remember("dentist on 1 Jan 2100", recorded_at=4_102_444_800)
+    for far in (4_102_444_800, 2**63 - 1):
+        sam.remember("far", captured_at=far, recorded_at=far)
+        plain = sam.remember("said just now")
+        (recorded,) = db.conn.execute(
+            "SELECT recorded_at FROM sources WHERE id = ?", (plain.source_id,)
+        ).fetchone()
+        assert recorded <= int(time.time())
+    # deleting it "now" would predate its recording: a clear error, an explicit time works
+    with pytest.raises(InvalidInput, match="deleted_at cannot predate source recording"):
+        sam.delete(planned.source_id)
+    assert sam.delete(planned.source_id, deleted_at=4_102_444_801).claim_count == 0
 
 
 def test_scope_rejects_unknown_enum_strings_naming_the_field(db: MemoryDb) -> None:

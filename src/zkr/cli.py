@@ -21,6 +21,8 @@ from zkr.memory import MemoryDb
 
 REQUEST_LIMIT = 1_048_576
 USAGE = "usage: zkr --db PATH COMMAND (use --help)"
+# --db values SQLite opens as a private database discarded at exit (checked by ``run``).
+THROWAWAY_PATHS = frozenset({"", ":memory:"})
 
 
 class Command(NamedTuple):
@@ -270,6 +272,14 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         # decoded and validated (docs/decisions-core.md; the reference opens first).
         if command not in COMMANDS:
             raise RequestError(f"unknown command {_rust_debug(command)}")
+        if path in THROWAWAY_PATHS:
+            # SQLite opens these as a database that vanishes when the process exits (spec/cli.md
+            # §2: honoured by the reference, relied on by nobody): a one-shot call would report
+            # ids for memories it never kept.
+            raise RequestError(
+                f"--db {_rust_debug(path)} is a database that vanishes when this call ends;"
+                " give a file path or a postgresql:// URL"
+            )
         request = read_request(stdin, optional=command in OPTIONAL_REQUEST)
         database = MemoryDb.deferred(path)
         try:

@@ -15,7 +15,8 @@ Defaults:
 * Timestamps (integer Unix seconds) default to now. Within one handle they never go back, and
   the operations that must *advance* past earlier records (``correct``, ``delete``) step one
   second past the handle's previous timestamp when called in the same second, so "store, then
-  correct" right away works. Explicit timestamps are used as given.
+  correct" right away works. Explicit timestamps are used as given; one in the future does
+  not move the handle's clock.
 * ``captured_at`` defaults to ``recorded_at``, a claim's ``valid_from`` to ``captured_at``.
 * Enum values may be given as plain strings (``kind="screen"``, ``tier="short_term"``); an
   unknown value is a :class:`~zkr.errors.RequestError` naming the field.
@@ -82,7 +83,10 @@ class ScopedMemory:
     def _at(self, value: int | None, advancing: bool = False) -> int:
         if value is None:
             return self._advancing() if advancing else self.now()
-        self._last = max(self._last, value) if isinstance(value, int) else self._last
+        if isinstance(value, int):
+            # An explicit time up to now keeps later defaults from going before it; one in the
+            # future (a planned item, a typo, 2**63 - 1) must not drag every later "now" along.
+            self._last = max(self._last, min(value, int(time.time())))
         return value
 
     # -- requests

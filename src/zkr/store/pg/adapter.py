@@ -29,6 +29,7 @@ Only this package imports psycopg; the SQLite path never loads it.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -36,6 +37,12 @@ from typing import Any
 
 import psycopg
 from psycopg.adapt import Loader
+
+# psycopg logs what it ignores while closing a failed pipeline ("error ignored terminating
+# <psycopg.Pipeline …>"), after the error the adapter raises anyway. With no logging configured,
+# Python's last-resort handler would print that line on stderr beside the CLI's JSON envelope
+# (seen on an erase that failed); a host that configures logging still receives it.
+logging.getLogger("psycopg").addHandler(logging.NullHandler())
 
 DIALECT = "postgresql"
 
