@@ -304,3 +304,139 @@ def test_help_lists_import() -> None:
     assert "conversations.json" in cli(None, argv=["import", "--help"]).stdout
     assert "conversations.json" in cli(None, argv=["help", "import"]).stdout
     assert "serve" in cli(None, argv=["help", "serve"]).stdout
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def contents(db_path: str) -> list[tuple[str, int, str]]:
+    """Every stored source as (content, captured_at, ingestion_key), in key order."""
+    with MemoryDb.open(db_path) as db:
+        rows = db.conn.execute(
+            "SELECT content, captured_at, ingestion_key FROM sources ORDER BY ingestion_key"
+        ).fetchall()
+    return [tuple(row) for row in rows]
+
+
+@pytest.mark.parametrize("case", ["missing", "directory", "binary", "latin-1"])
+def test_unreadable_files_are_clear_errors(case: str, tmp_path: Path) -> None:
+    db_path = str(tmp_path / "memory.db")
+    file = tmp_path / "input"
+    if case == "directory":
+        file.mkdir()
+    elif case == "binary":
+        file.write_bytes(bytes(range(256)) * 4)
+    elif case == "latin-1":
+        file.write_bytes('{"text": "café", "created_at": 5}\n'.encode("latin-1"))
+    message = run_import(db_path, file).error()
+    expected = {
+        "missing": f"cannot read {file}: No such file or directory",
+        "directory": f"cannot read {file}: Is a directory",
+        "binary": f"{file} is not UTF-8 text (bad byte at offset 128)",
+        "latin-1": f"{file} is not UTF-8 text (bad byte at offset 13)",
+    }[case]
+    assert message == expected
+    assert not Path(db_path).exists()  # refused before the database is touched
+
+
+def test_dash_reads_standard_input(tmp_path: Path) -> None:
+    db_path = str(tmp_path / "memory.db")
+    argv = ["import", "--db", db_path, "--tenant", T, "--person", P, "-"]
+    first = cli(None, argv=argv, stdin=jsonl_export().encode()).json()
+    assert (first["format"], first["stored"]) == ("jsonl", 3)
+    files = write(tmp_path)
+    stdin = files["chatgpt"].read_bytes()
+    assert cli(None, argv=argv, stdin=stdin).json()["stored"] == 5
+    assert cli(None, argv=argv, stdin=stdin).json()["replayed"] == 5
+    empty = cli(None, argv=argv, stdin=b"").json()
+    assert (empty["turns"], empty["stored"]) == (0, 0)
+    assert cli(None, argv=argv, stdin=b"\xff\xfe").error() == (
+        "standard input is not UTF-8 text (bad byte at offset 0)"
+    )
+
+
+def test_bad_jsonl_lines_fail_alone_with_their_line_numbers(tmp_path: Path) -> None:
+    db_path = str(tmp_path / "memory.db")
+    file = tmp_path / "turns.jsonl"
+    lines = [
+        "[1,2]",
+        '{"text":123,"created_at":5}',
+        '{"text":"lone \\ud800","created_at":6}',
+        '{"text":"kept one","created_at":7}',
+        "not json",
+        '{"created_at":8}',
+        '{"text":"point seven","created_at":1.7}',
+        '{"text":"soon","timestamp":"soon"}',
+        '{"text":"role","role":3,"created_at":9}',
+        '{"text":"lone \\udc00 with id","id":"x","created_at":10}',
+        '{"text":"whole float","created_at":11.0}',
+        '{"text":"iso","created_at":"2024-05-01T10:00:00.9Z"}',
+    ]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = run_import(db_path, file).json()
+    assert summary["format"] == "jsonl"
+    assert (summary["turns"], summary["stored"], summary["failed"]) == (12, 3, 9)
+    errors = [(e["line"], e["error"]) for e in summary["errors"]]
+    assert errors == [
+        (1, "expected a JSON object"),
+        (2, "field `text` must be a string"),
+        (3, "field `text`: lone surrogate in string"),
+        (5, "not valid JSON: Expecting value"),
+        (6, "missing field `text`"),
+        (7, "field `created_at` must be whole Unix seconds or an ISO 8601 string, got 1.7"),
+        (8, 'field `timestamp` must be whole Unix seconds or an ISO 8601 string, got "soon"'),
+        (9, "field `role` must be a string"),
+        (10, "field `text`: lone surrogate in string"),
+    ]
+    assert "key" not in summary["errors"][0] and summary["errors"][8]["key"] == "jsonl::x"
+    stored = {(text, at) for text, at, _ in contents(db_path)}
+    assert stored == {("user: kept one", 7), ("user: whole float", 11), ("user: iso", 1714557600)}
+    before = dump(db_path)
+    again = run_import(db_path, file, "--format", "jsonl").json()
+    assert (again["replayed"], again["failed"]) == (3, 9)
+    assert dump(db_path) == before
+
+
+@pytest.mark.parametrize(
+    ("have", "chosen", "expected"),
+    [
+        ("jsonl", "claude", "is not valid JSON: Extra data at line 2 (expected a Claude export"),
+        ("jsonl", "chatgpt", "is not valid JSON: Extra data at line 2 (expected a ChatGPT export"),
+        ("claude", "chatgpt", "not a chatgpt file: expected a ChatGPT export"),
+        ("chatgpt", "claude", "not a claude file: expected a Claude export"),
+        ("chatgpt", "jsonl", "not a jsonl file: expected one JSON object per line"),
+        ("claude", "jsonl", "not a jsonl file: expected one JSON object per line"),
+    ],
+)
+def test_a_file_of_another_format_is_refused(
+    have: str, chosen: str, expected: str, tmp_path: Path
+) -> None:
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    assert expected in run_import(db_path, files[have], "--format", chosen).error()
+    assert not Path(db_path).exists()
+    assert run_import(db_path, files[have]).json()["format"] == have  # auto gets it right
+
+
+def test_one_line_jsonl_object_is_not_a_chat_export(tmp_path: Path) -> None:
+    db_path = str(tmp_path / "memory.db")
+    file = tmp_path / "one.jsonl"
+    file.write_text('{"text": "hello", "created_at": 5}\n', encoding="utf-8")
+    message = run_import(db_path, file, "--format", "chatgpt").error()
+    assert message.startswith("not a chatgpt file: expected a ChatGPT export")
+    assert not Path(db_path).exists()
+    assert run_import(db_path, file).json()["stored"] == 1
+
+
+def test_chat_exports_keep_float_seconds_truncated(tmp_path: Path) -> None:
+    export = chatgpt_export()
+    mapping = export[0]["mapping"]
+    mapping["u1"]["message"]["create_time"] = 1714000001.9
+    mapping["a1"]["message"]["create_time"] = float("inf")  # falls back to the conversation's
+    file = tmp_path / "conversations.json"
+    file.write_text(json.dumps(export), encoding="utf-8")  # Infinity: Python's JSON reads it
+    db_path = str(tmp_path / "memory.db")
+    assert run_import(db_path, file).json()["stored"] == 5
+    times = {text: at for text, at, _ in contents(db_path)}
+    assert times["user: I live in Berlin, moving soon."] == 1714000001
+    assert times["assistant: Where to?"] == 1714000000

@@ -2,32 +2,48 @@
 
     zkr import --db PATH --tenant T --person P [--format auto|chatgpt|claude|jsonl] FILE
 
+FILE ``-`` reads standard input.
+
 Every turn becomes one ``remember`` (kind ``conversation``, text ``ROLE: TEXT``) with an
 ingestion key derived from the export's own ids, and ``captured_at = recorded_at`` = the turn's
 time (else its conversation's; a turn with neither is skipped and counted as undated), so a
 second import of the same file replays every key and changes nothing: the database is the same.
 Turns are stored in batches through ``remember_many(outcomes=True)``: a turn whose memory was
-deleted since is skipped and counted (``deleted``), never re-ingested; a bad turn fails alone
-(``failed``, with the first few messages). On a terminal a progress bar (tqdm) runs on stderr.
-The summary is one JSON object on stdout; a bad command line or unreadable file is one
-``{"error"}`` line on stderr and exit status 1, as for any CLI call.
+deleted since is skipped and counted (``deleted``), never re-ingested; a bad turn (in JSONL, a
+bad line) fails alone (``failed``, with the first ten messages in ``errors``, each with the
+turn's ``key`` and, in JSONL, its ``line``). On a terminal a progress bar (tqdm) runs on stderr.
+The summary is one JSON object on stdout; a bad command line, a missing, unreadable or non-UTF-8
+file, or a file without the shape of the chosen format is one ``{"error"}`` line on stderr and
+exit status 1, as for any CLI call, and nothing is stored.
 
-Formats (``auto`` looks at the file):
+Formats (``auto``, the default, looks at the file: a JSON array with ``mapping`` is chatgpt, with
+``chat_messages`` claude, anything not starting with ``[`` (or whose first line is a whole JSON
+value with more lines after it) jsonl):
 
 * ``chatgpt`` — ``conversations.json`` of a ChatGPT data export: a list of conversations with a
   ``mapping`` of message nodes; the thread ending at ``current_node`` is imported (edited-away
-  branches are not), user and assistant text parts only. Key ``chatgpt:CONV:MESSAGE``.
+  branches are not), user and assistant text parts only. Key ``chatgpt:CONV:MESSAGE``. Times are
+  float Unix seconds (``create_time``), truncated to whole seconds.
 * ``claude`` — ``conversations.json`` of a Claude export: a list of conversations with
   ``chat_messages`` (``sender`` human/assistant, ``text`` or text ``content`` blocks, ISO 8601
-  ``created_at``). Key ``claude:CONV:MESSAGE``.
-* ``jsonl`` — one JSON object per line: ``text`` (or ``content``), optional ``role``,
-  ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (Unix seconds or ISO
-  8601). Key ``jsonl:CONV:ID``, or ``jsonl:sha256(...)`` of the line's fields when it has no id.
+  ``created_at``, fractions of a second truncated). Key ``claude:CONV:MESSAGE``.
+* ``jsonl`` — one JSON object per line: ``text`` (or ``content``, a string), optional ``role``
+  (a string), ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (whole
+  Unix seconds or an ISO 8601 string; ``1.7`` or an unreadable time fails that line, no time
+  counts it ``undated``). Key ``jsonl:CONV:ID``, or ``jsonl:sha256(...)`` of the line's fields
+  when it has no id. A line that is not such an object fails alone; a file with no JSON object
+  line at all is refused.
+
+A chatgpt or claude file must be a JSON array of conversations (or one conversation) of which at
+least one has the format's ``mapping`` / ``chat_messages``; otherwise (say ``--format claude`` on
+a ChatGPT export) the import is refused, naming the format expected.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import datetime
@@ -43,26 +59,61 @@ USAGE = "usage: zkr import --db PATH --tenant T --person P [--format FORMAT] FIL
 
 
 class Turn(NamedTuple):
-    """One chat turn ready to store: ingestion key, role, text, Unix seconds (or ``None``)."""
+    """One chat turn ready to store: ingestion key, role, text, Unix seconds (or ``None``).
+
+    ``line`` is the 1-based JSONL line (``None`` for chat exports); ``error`` set means the line
+    could not be read as a turn (it is counted ``failed``, never stored).
+    """
 
     key: str
     role: str
     text: str
     at: int | None
+    line: int | None = None
+    error: str | None = None
+
+
+def _iso_seconds(value: str) -> int | None:
+    """An ISO 8601 string as integer Unix seconds (fraction truncated), ``None`` if unreadable."""
+    try:
+        return int(datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp())
+    except (ValueError, OverflowError, OSError):
+        return None
 
 
 def _seconds(value: Any) -> int | None:
-    """A Unix time (int or float seconds) or an ISO 8601 string as integer seconds."""
+    """A chat export's time: Unix seconds (int or float, truncated to whole seconds) or an ISO
+    8601 string as integer seconds; ``None`` for a missing, non-finite or unreadable time."""
     if isinstance(value, bool) or value is None:
         return None
-    if isinstance(value, int | float):
-        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if math.isfinite(value) else None
     if isinstance(value, str) and value.strip():
-        try:
-            return int(datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp())
-        except ValueError:
-            return None
+        return _iso_seconds(value)
     return None
+
+
+def _jsonl_seconds(name: str, value: Any) -> int | None:
+    """A JSONL line's time: whole Unix seconds or an ISO 8601 string; ``None`` when absent.
+
+    Raises ``ValueError`` (the line's message) for anything else: ``1.7``, ``true``, ``"soon"``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        at = _iso_seconds(value) if value.strip() else None
+        if at is not None:
+            return at
+    raise ValueError(
+        f"field `{name}` must be whole Unix seconds or an ISO 8601 string,"
+        f" got {json.dumps(value, ensure_ascii=False)[:40]}"
+    )
 
 
 # --------------------------------------------------------------------------- formats
@@ -134,32 +185,51 @@ def claude_turns(data: Any) -> Iterator[Turn]:
 
 
 def jsonl_turns(lines: Iterable[str]) -> Iterator[Turn]:
-    """Turns of a JSONL file (one object per line; blank lines ignored)."""
-    import hashlib
+    """Turns of a JSONL file (one object per line; blank lines ignored).
 
+    A line that is not a turn yields a ``Turn`` with ``error`` set (it fails alone).
+    """
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RequestError(f"line {number}: {exc.msg}") from None
-        if not isinstance(item, dict):
-            raise RequestError(f"line {number}: expected a JSON object")
-        text = item.get("text", item.get("content"))
-        if not isinstance(text, str):
-            raise RequestError(f"line {number}: missing string field `text`")
-        role = str(item.get("role") or "user")
-        at = _seconds(item.get("created_at", item.get("timestamp")))
-        conv = item.get("conversation_id")
-        if item.get("id") is not None:
-            key = f"jsonl:{conv or ''}:{item['id']}"
-        else:
-            digest = hashlib.sha256(
-                json.dumps([conv, role, text, at], ensure_ascii=False).encode()
-            ).hexdigest()
-            key = f"jsonl:{digest[:32]}"
-        yield Turn(key, role, text.strip(), at)
+            yield _jsonl_turn(number, line)
+        except ValueError as exc:
+            yield Turn("", "", "", None, number, str(exc))
+
+
+def _jsonl_turn(number: int, line: str) -> Turn:
+    """One JSONL line as a turn; raises ``ValueError`` with the reason it is not one."""
+    try:
+        item = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc.msg}") from None
+    if not isinstance(item, dict):
+        raise ValueError("expected a JSON object")
+    field = "text" if "text" in item else "content"
+    text = item.get(field)
+    if text is None:
+        raise ValueError("missing field `text`")
+    if not isinstance(text, str):
+        raise ValueError(f"field `{field}` must be a string")
+    role = item.get("role")
+    if role is None:
+        role = "user"
+    elif not isinstance(role, str):
+        raise ValueError("field `role` must be a string")
+    role = role or "user"
+    name = "created_at" if "created_at" in item else "timestamp"
+    at = _jsonl_seconds(name, item.get(name))
+    conv = item.get("conversation_id")
+    if item.get("id") is not None:
+        key = f"jsonl:{conv or ''}:{item['id']}"
+    else:
+        # surrogatepass: a lone surrogate still gets a key (and then fails alone in remember)
+        digest = hashlib.sha256(
+            json.dumps([conv, role, text, at], ensure_ascii=False).encode("utf-8", "surrogatepass")
+        ).hexdigest()
+        key = f"jsonl:{digest[:32]}"
+    return Turn(key, role, text.strip(), at, number)
 
 
 def _conversations(data: Any) -> list[dict[str, Any]]:
@@ -170,33 +240,88 @@ def _conversations(data: Any) -> list[dict[str, Any]]:
     return [c for c in data if isinstance(c, dict)]
 
 
-def detect(path: str) -> str:
-    """Guess the format of ``path`` from its first bytes and first conversation."""
-    with open(path, encoding="utf-8") as handle:
-        head = handle.read(65536).lstrip()
+SHAPES = {
+    "chatgpt": ("mapping", "a ChatGPT export: a JSON array of conversations with a `mapping`"),
+    "claude": (
+        "chat_messages",
+        "a Claude export: a JSON array of conversations with `chat_messages`",
+    ),
+}
+
+
+def _check_shape(fmt: str, data: Any) -> None:
+    """Refuse a chatgpt/claude file none of whose conversations has that format's shape."""
+    field, expected = SHAPES[fmt]
+    conversations = [data] if isinstance(data, dict) else data
+    if isinstance(conversations, list) and (
+        not conversations or any(isinstance(c, dict) and field in c for c in conversations)
+    ):
+        return
+    raise RequestError(f"not a {fmt} file: expected {expected} (or pass the right --format)")
+
+
+def detect_text(text: str) -> str:
+    """Guess the format of a file's text from its first 64 KiB (see the module doc)."""
+    head = text[:65536].lstrip()
     if not head.startswith("["):
         return "jsonl"
     if '"mapping"' in head:
         return "chatgpt"
     if '"chat_messages"' in head:
         return "claude"
+    first, _, rest = head.partition("\n")
+    if rest.strip():  # a complete JSON first line with more lines after it: JSONL
+        try:
+            json.loads(first)
+            return "jsonl"
+        except json.JSONDecodeError:
+            pass
     raise RequestError("cannot tell the file's format; pass --format chatgpt, claude or jsonl")
 
 
-def read_turns(path: str, fmt: str) -> list[Turn]:
-    """Every turn of the file, in file order."""
-    if fmt == "auto":
-        fmt = detect(path)
+def read_text(file: str) -> str:
+    """The whole of ``file`` (``-``: standard input) as text; ``RequestError`` when it cannot be
+    read or is not UTF-8 (a leading byte order mark is dropped)."""
+    name = "standard input" if file == "-" else file
     try:
-        with open(path, encoding="utf-8") as handle:
-            if fmt == "jsonl":
-                return list(jsonl_turns(handle))
-            data = json.load(handle)
+        if file == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(file, "rb") as handle:
+                raw = handle.read()
+    except OSError as exc:
+        raise RequestError(f"cannot read {name}: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"{name} is not UTF-8 text (bad byte at offset {exc.start})") from None
+
+
+def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
+    """The format (``auto`` resolved) and every turn of ``file``, in file order.
+
+    Raises ``RequestError`` for an unreadable file or one without the shape of the format.
+    """
+    text = read_text(file)
+    if fmt == "auto":
+        fmt = detect_text(text)
+    if fmt == "jsonl":
+        turns = list(jsonl_turns(text.splitlines()))
+        if turns and all(t.error for t in turns):
+            raise RequestError(
+                "not a jsonl file: expected one JSON object per line with a `text`"
+                f" (line {turns[0].line}: {turns[0].error}; or pass the right --format)"
+            )
+        return fmt, turns
+    name = "standard input" if file == "-" else file
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise RequestError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RequestError(f"cannot read {path}: {exc}") from None
-    return list(chatgpt_turns(data) if fmt == "chatgpt" else claude_turns(data))
+        raise RequestError(
+            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} (expected {SHAPES[fmt][1]})"
+        ) from None
+    _check_shape(fmt, data)
+    return fmt, list(chatgpt_turns(data) if fmt == "chatgpt" else claude_turns(data))
 
 
 # --------------------------------------------------------------------------- storing
@@ -212,20 +337,35 @@ def import_turns(
     from zkr.model import RememberRequest, SourceKind
 
     counts = {"stored": 0, "replayed": 0, "deleted": 0, "failed": 0, "empty": 0, "undated": 0}
-    errors: list[dict[str, str]] = []
+    errors: list[dict[str, Any]] = []
     batch: list[tuple[Turn, RememberRequest]] = []
+
+    def fail(turn: Turn, message: str) -> None:
+        counts["failed"] += 1
+        error: dict[str, Any] = {"error": message}
+        if turn.key:
+            error["key"] = turn.key
+        if turn.line is not None:
+            error["line"] = turn.line
+        errors.append(error)
 
     def flush() -> None:
         outcomes = db.remember_many([req for _, req in batch], outcomes=True)
         for (turn, _), outcome in zip(batch, outcomes, strict=True):
-            counts[outcome.status] += 1
-            if outcome.status == "failed" and len(errors) < MAX_REPORTED_ERRORS:
-                errors.append({"key": turn.key, "error": outcome.error or ""})
+            if outcome.status == "failed":
+                fail(turn, outcome.error or "")
+            else:
+                counts[outcome.status] += 1
         if progress is not None:
             progress(len(batch))
         batch.clear()
 
     for turn in turns:
+        if turn.error is not None:
+            fail(turn, turn.error)
+            if progress is not None:
+                progress(1)
+            continue
         if not turn.text or turn.at is None:
             counts["empty" if not turn.text else "undated"] += 1
             if progress is not None:
@@ -245,7 +385,8 @@ def import_turns(
             flush()
     if batch:
         flush()
-    return {"turns": len(turns), **counts, "errors": errors}
+    errors.sort(key=lambda e: int(e.get("line", 0)))  # file order (stable for chat exports)
+    return {"turns": len(turns), **counts, "errors": errors[:MAX_REPORTED_ERRORS]}
 
 
 def _parse_args(argv: list[str]) -> tuple[str, str, str, str, str]:
@@ -282,7 +423,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     try:
         path, tenant, person, fmt, file = _parse_args(argv)
         require_scope(tenant, person)
-        turns = read_turns(file, fmt)
+        fmt, turns = read_turns(file, fmt)
         with MemoryDb.open(path) as db:
             bar = None
             if err.isatty():
@@ -299,5 +440,5 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     except ZkrError as exc:
         err.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
-    out.write(cli_dumps({"format": detect(file) if fmt == "auto" else fmt, **summary}) + "\n")
+    out.write(cli_dumps({"format": fmt, **summary}) + "\n")
     return 0
