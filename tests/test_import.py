@@ -440,3 +440,19 @@ def test_chat_exports_keep_float_seconds_truncated(tmp_path: Path) -> None:
     times = {text: at for text, at, _ in contents(db_path)}
     assert times["user: I live in Berlin, moving soon."] == 1714000001
     assert times["assistant: Where to?"] == 1714000000
+
+
+def test_deeply_nested_json_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    db_path = str(tmp_path / "memory.db")
+    deep = "[" * 100_000 + "]" * 100_000
+    file = tmp_path / "deep.json"
+    file.write_text(deep, encoding="utf-8")
+    message = run_import(db_path, file, "--format", "chatgpt").error()
+    assert message == f"{file} is not valid JSON: nested too deeply"
+    lines = tmp_path / "deep.jsonl"
+    sep = "\u2028"  # a raw LINE SEPARATOR inside a JSON string does not split the line
+    lines.write_text(f'{{"text":"a{sep}b","created_at":1}}\n{deep}\n', encoding="utf-8")
+    summary = run_import(db_path, lines).json()
+    assert (summary["stored"], summary["failed"]) == (1, 1)
+    assert summary["errors"] == [{"error": "not valid JSON: nested too deeply", "line": 2}]
+    assert [text for text, _, _ in contents(db_path)] == [f"user: a{sep}b"]

@@ -204,6 +204,8 @@ def _jsonl_turn(number: int, line: str) -> Turn:
         item = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ValueError("not valid JSON: nested too deeply") from None
     if not isinstance(item, dict):
         raise ValueError("expected a JSON object")
     field = "text" if "text" in item else "content"
@@ -274,7 +276,7 @@ def detect_text(text: str) -> str:
         try:
             json.loads(first)
             return "jsonl"
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             pass
     raise RequestError("cannot tell the file's format; pass --format chatgpt, claude or jsonl")
 
@@ -306,7 +308,7 @@ def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
     if fmt == "auto":
         fmt = detect_text(text)
     if fmt == "jsonl":
-        turns = list(jsonl_turns(text.splitlines()))
+        turns = list(jsonl_turns(text.split("\n")))  # not splitlines: U+2028 is JSON text
         if turns and all(t.error for t in turns):
             raise RequestError(
                 "not a jsonl file: expected one JSON object per line with a `text`"
@@ -320,6 +322,8 @@ def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
         raise RequestError(
             f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} (expected {SHAPES[fmt][1]})"
         ) from None
+    except RecursionError:
+        raise RequestError(f"{name} is not valid JSON: nested too deeply") from None
     _check_shape(fmt, data)
     return fmt, list(chatgpt_turns(data) if fmt == "chatgpt" else claude_turns(data))
 
