@@ -49,6 +49,33 @@ def test_help_of_an_unknown_command_is_the_unknown_command_error() -> None:
     assert cli(None, argv=["help", "serch"]).error() == 'unknown command "serch"'
 
 
+def test_help_command_after_db_does_not_open_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "x.db"
+    result = cli(None, argv=["--db", str(path), "help", "remember"])
+    assert result.code == 0, result.stderr
+    assert result.stdout == cli(None, argv=["help", "remember"]).stdout
+    assert not path.exists()
+    assert cli(None, argv=["--db", str(path), "help", "serch"]).error() == 'unknown command "serch"'
+    assert cli(None, argv=["--db", str(path), "help", "x", "y"]).error().startswith("usage:")
+
+
+def test_command_table_keeps_a_gap_after_the_longest_name() -> None:
+    text = cli(None, argv=["help"]).stdout
+    rows = [line for line in text.splitlines() if line.startswith("  ") and line[2] != " "]
+    for name in COMMANDS:
+        row = next(line for line in rows if line.split()[0] == name)
+        assert row.startswith(f"  {name}  "), row
+
+
+@pytest.mark.parametrize("name", ["import", "serve", "mcp"])
+def test_mode_help_is_plain_text_without_rst_markup(name: str) -> None:
+    result = cli(None, argv=["help", name])
+    assert result.code == 0, result.stderr
+    assert f"zkr {name} --db PATH" in result.stdout
+    assert "``" not in result.stdout and ":mod:" not in result.stdout
+    assert ":data:" not in result.stdout and "**" not in result.stdout
+
+
 def test_version() -> None:
     result = cli(None, argv=["--version"])
     assert (

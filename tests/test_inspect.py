@@ -210,7 +210,10 @@ def test_correcting_a_superseded_claim_names_the_superseding_claim(db: MemoryDb)
         f"claim {first.claim_id} was superseded by claim {second.claim_id}; "
         f"the current claim is {third.claim_id} (correct the current claim)"
     )
-    with pytest.raises(InvalidInput, match=f"superseded by claim {third.claim_id} \\(correct"):
+    with pytest.raises(
+        InvalidInput,
+        match=f"superseded by claim {third.claim_id}; the current claim is {third.claim_id} \\(correct",
+    ):
         sam.correct(second.claim_id, "Hooli", recorded_at=40)
     with pytest.raises(NotFound):
         sam.correct("unknown", "Hooli", recorded_at=40)

@@ -825,7 +825,8 @@ def test_correct_writes_and_feed(db: MemoryDb) -> None:
     expect_error(
         db,
         lambda: db.correct(correct_req(c.claim_id)),
-        f"claim {c.claim_id} was superseded by claim {fix.claim_id} (correct the current claim)",
+        f"claim {c.claim_id} was superseded by claim {fix.claim_id}; "
+        f"the current claim is {fix.claim_id} (correct the current claim)",
         InvalidInput,
     )
 
@@ -1234,7 +1235,8 @@ VALIDATION_CASES: list[Case] = [
      "value must not be empty"),
     # zkr names the claim that superseded it (the reference: "record not found"; docs/inspect.md)
     ("correct", lambda d, w: d.correct(correct_req(w["superseded"])),
-     "claim {superseded} was superseded by claim {fixed} (correct the current claim)"),
+     "claim {superseded} was superseded by claim {fixed}; the current claim is {fixed}"
+     " (correct the current claim)"),
     ("correct", lambda d, w: d.correct(correct_req("nope")), "record not found"),
     ("correct", lambda d, w: d.correct(correct_req(w["foreign_claim"])), "record not found"),
     ("correct", lambda d, w: d.correct(correct_req(w["claim"], valid_at=10)),

@@ -167,10 +167,12 @@ def help_text() -> str:
         "Commands:",
     ]
     rows = [(name, command.purpose) for name, command in COMMANDS.items()]
-    for name, purpose in [*rows, ("help", "show this help")]:
-        wrapped = textwrap.wrap(purpose, 80 - 15)
-        lines.append(f"  {name:<13}{wrapped[0]}")
-        lines.extend(f"{'':15}{more}" for more in wrapped[1:])
+    rows.append(("help", "show this help"))
+    indent = 2 + max(len(name) for name, _ in rows) + 2  # two spaces after the longest name
+    for name, purpose in rows:
+        wrapped = textwrap.wrap(purpose, 80 - indent)
+        lines.append(f"  {name:<{indent - 2}}{wrapped[0]}")
+        lines.extend(f"{'':{indent}}{more}" for more in wrapped[1:])
     lines += [
         "",
         "Import chat history (a ChatGPT or Claude export, JSONL; zkr import --help):",
@@ -191,7 +193,11 @@ def _command_help(name: str, stdout: Any, stderr: Any) -> int:
             text = import_module("zkr.importer" if name == "import" else SERVERS[name][0]).__doc__
         except ImportError:  # an optional extra is not installed
             text = None
-        return respond(stdout, stderr, text or f"zkr {name}: {SERVERS[name][1]}\n")
+        if not text:
+            return respond(stdout, stderr, f"zkr {name}: {SERVERS[name][1]}\n")
+        from zkr.clihelp import plain_text
+
+        return respond(stdout, stderr, plain_text(text))
     if entry is None:
         stderr.write(cli_dumps({"error": bounded(f"unknown command {_rust_debug(name)}")}) + "\n")
         return 1
@@ -258,6 +264,8 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         return import_main(argv[1:], stdout, stderr)
     if len(argv) == 2 and argv[0] == "help":
         return _command_help(argv[1], stdout, stderr)
+    if len(argv) == 4 and argv[0] == "--db" and argv[2] == "help":  # PATH is not opened
+        return _command_help(argv[3], stdout, stderr)
     if argv == ["--version"]:
         from zkr import __version__
 

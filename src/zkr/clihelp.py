@@ -9,6 +9,7 @@ every request and are listed once in the header.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, NamedTuple
 
 
@@ -311,3 +312,19 @@ def command_help(name: str, purpose: str) -> str:
         f"    | zkr --db memory.db {name}",
     ]
     return "\n".join(lines) + "\n"
+
+
+_RST_ROLE = re.compile(r":[a-z]+:`~?([^`]+)`")
+_RST_LITERAL = re.compile(r"``(.+?)``")
+_RST_STRONG = re.compile(r"\*\*(.+?)\*\*")
+
+
+def plain_text(doc: str) -> str:
+    """A module docstring (reStructuredText) as the plain text ``zkr help import|serve|mcp``
+    prints: ``literal`` and **strong** lose their markup, :role:`target` becomes its target
+    and a paragraph's closing ``::`` (a literal block follows) becomes ``:``.
+    """
+    text = _RST_ROLE.sub(r"\1", doc)
+    text = _RST_LITERAL.sub(r"\1", text)
+    text = _RST_STRONG.sub(r"\1", text)
+    return re.sub(r"::$", ":", text, flags=re.MULTILINE)

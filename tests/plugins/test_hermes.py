@@ -652,7 +652,7 @@ def test_correcting_a_superseded_claim_names_the_current_one(home: Home) -> None
     )
     assert again["detail"] == (
         f"claim {stored['claim_id']} was superseded by claim {first['claim_id']}"
-        " (correct the current claim)"
+        f"; the current claim is {first['claim_id']} (correct the current claim)"
     )
 
 

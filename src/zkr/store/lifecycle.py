@@ -211,7 +211,7 @@ def superseded_error(
     conn: sqlite3.Connection, tenant_id: str, person_id: str, claim_id: str
 ) -> InvalidInput | None:
     """The error for correcting a claim that a correction already superseded, naming the claim
-    that replaced it (and the current end of the chain when that was corrected again).
+    that replaced it and the current end of the chain (the same claim after one correction).
 
     The reference says ``record not found`` here (spec/lifecycle.md §3.3 "Not idempotent");
     error texts are not part of the contract and this one says what to do instead. ``None``
@@ -236,9 +236,9 @@ def superseded_error(
         return None
     direct, current = row
     message = f"claim {claim_id} was superseded by claim {direct}"
-    if current is not None and current != direct:
+    if current is not None:
         message += f"; the current claim is {current}"
-    elif current is None:
+    else:
         message += "; no claim of that chain is current"
     return InvalidInput(message + " (correct the current claim)")
 
