@@ -129,7 +129,9 @@ def test_every_tool_over_stdio(db_path: str) -> None:
                 await client.call_tool("delete", {"source_id": other["source_id"]})
             )
             seen["missing"] = await client.call_tool("get", {"kind": "source", "id": "nope"})
-            seen["bad"] = await client.call_tool("search", {"query": "x", "limit": 0})
+            seen["bad"] = await client.call_tool("search", {"query": "x", "limit": 101})
+            seen["zero"] = _ok(await client.call_tool("search", {"query": "Globex", "limit": 0}))
+            seen["no_query"] = await client.call_tool("search", {"limit": "many"})
         return seen
 
     seen = asyncio.run(session())
@@ -163,7 +165,17 @@ def test_every_tool_over_stdio(db_path: str) -> None:
     assert seen["after"]["items"][0]["memory"]["id"] == seen["corrected"]["claim_id"]
     assert seen["deleted"]["evidence_count"] == 1
     assert seen["missing"].is_error and "record not found" in seen["missing"].content[0].text
+    # Argument errors are short and link-free, worded like the CLI's; limit 0 is the default.
     assert seen["bad"].is_error
+    assert seen["bad"].content[0].text == (
+        "Error executing tool search: invalid value for `limit`: "
+        "input should be less than or equal to 100"
+    )
+    assert seen["no_query"].is_error
+    message = seen["no_query"].content[0].text
+    assert message.startswith("Error executing tool search: ") and "http" not in message
+    assert "missing field `query`" in message and "invalid value for `limit`: " in message
+    assert seen["zero"]["items"][0]["memory"]["id"] == seen["corrected"]["claim_id"]
 
     with MemoryDb.open(db_path) as db:  # everything landed in the configured scope only
         assert db.profiles(LimitRequest("intruder", "p1")) == []

@@ -3,7 +3,9 @@
 Every tool builds the CLI request of its command, adds the server's configured scope (the model
 never chooses the tenant or person) and the current time for any time the model leaves out,
 and runs it through the CLI's dispatch table (:func:`zkr.serve.run_command`). A failure comes
-back as a tool error carrying the CLI's message. Results are the CLI's JSON values; the lists
+back as a tool error carrying the CLI's message; arguments that do not fit a tool's schema come
+back as a short message naming the field (:func:`argument_error`), not pydantic's text with its
+links. ``limit`` takes 0 like the CLI (the default, 10). Results are the CLI's JSON values; the lists
 of ``profiles`` and ``reviews`` are wrapped in an object (MCP structured output is an object).
 """
 
@@ -17,7 +19,7 @@ from typing import Annotated, Any, Literal, NotRequired
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from zkr import __version__
@@ -34,7 +36,9 @@ UnixTime = Annotated[
     int | None,
     Field(description="Integer Unix seconds; leave it out for now.", ge=0),
 ]
-Limit = Annotated[int, Field(description="How many to return (1-100).", ge=1, le=100)]
+Limit = Annotated[
+    int, Field(description="How many to return (1-100; 0 means the default, 10).", ge=0, le=100)
+]
 Id = Annotated[str, Field(description="A 32-hex-digit zkr id, as returned or cited by zkr.")]
 
 INSTRUCTIONS = """\
@@ -65,6 +69,36 @@ class Claim(TypedDict):
     ]
 
 
+def argument_error(tool: str, error: ValidationError) -> str:
+    """The message for arguments that fail ``tool``'s input schema: one clause per problem,
+    worded like the CLI's (``missing field `query```), with pydantic's own text for the rest
+    and never its documentation links. ``error`` is the SDK's argument-validation failure."""
+    parts = []
+    for problem in error.errors(include_url=False):
+        field = ".".join(str(part) for part in problem["loc"]) or "arguments"
+        if problem["type"] == "missing":
+            parts.append(f"missing field `{field}`")
+        elif problem["type"] == "extra_forbidden":
+            parts.append(f"unknown field `{field}`")
+        else:
+            message = str(problem["msg"])
+            parts.append(f"invalid value for `{field}`: {message[:1].lower()}{message[1:]}")
+    return f"Error executing tool {tool}: {'; '.join(parts)}"
+
+
+class _Server(MCPServer[Any]):
+    """The SDK's server, with short argument errors (:func:`argument_error`)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                raise ToolError(argument_error(name, cause)) from cause
+            raise
+
+
 class DefaultClock:
     """Integer Unix seconds for times a call leaves out: now, but always after the previous
     default, so that ``remember`` then ``correct`` or ``delete`` in the same second still
@@ -87,7 +121,7 @@ def build_server(
     """An MCP server whose tools act on ``db`` within one (tenant, person) scope."""
     now = clock or DefaultClock()
     scope = {"tenant_id": tenant_id, "person_id": person_id}
-    server: MCPServer[Any] = MCPServer(
+    server: MCPServer[Any] = _Server(
         "zkr",
         title="zkr memory",
         instructions=INSTRUCTIONS,
