@@ -38,7 +38,9 @@ def test_sections_citations_and_order(db: MemoryDb, db_path: str) -> None:
     assert lines[0] == "Memories matching 'welder' (zkr, cited):"
     assert lines[1].startswith("- user employer Acme [claim " + ids["claim"] + "; evidence ")
     assert lines[2].endswith(f"[source {ids['long']}; evidence {context.items[1].evidence_ids[0]}]")
-    assert "…" in lines[2] and len(lines[2].encode()) <= 1000  # a quarter of 4000 bytes
+    # cut, then lengthened by what the other lines left of the 4000 bytes (not a quarter only)
+    assert "…" in lines[2] and len(lines[2].encode()) > 1000
+    assert 4000 - 4 <= len(context.text.encode()) <= 4000
     assert lines[3] == "Profile (current):"
     assert lines[4] == f"- employer: Acme [current; claim {ids['claim']}]"
     assert lines[5] == "Latest daily reviews:"
@@ -100,3 +102,25 @@ def test_the_context_command_over_the_cli_and_serve(db: MemoryDb, db_path: str) 
     assert cli(db_path, "context", {"tenant_id": T, "person_id": P}).error() == (
         "missing field `query`"
     )
+
+
+def test_unused_section_budget_flows_to_the_pack_and_a_cut_line_beats_nothing(
+    db: MemoryDb,
+) -> None:
+    text = "Sam said the welding shop moved to the old harbour warehouse " * 3
+    stored = remember(db, text.strip(), at=10)
+    full = build_context(db, T, P, "welding")
+    line = full.text.splitlines()[1]
+    assert "…" not in line and 250 < len(line.encode()) < 400 - 50
+    assert line.endswith(f"[source {stored.source_id}; evidence {stored.evidence_id}]")
+    # no profile or review: their share goes to the one memory line, which is shown whole
+    assert build_context(db, T, P, "welding", max_bytes=400).text == full.text
+    for budget in (200, 160):  # too small for the quarter cap: the line is cut, not dropped
+        small = build_context(db, T, P, "welding", max_bytes=budget)
+        cut = small.text.splitlines()[1]
+        assert len(small.text.encode()) <= budget and len(small.items) == 1
+        assert "…" in cut and cut.endswith(
+            f"[source {stored.source_id}; evidence {stored.evidence_id}]"
+        )
+    # too small for the header, a citation and some text: nothing rather than a broken line
+    assert build_context(db, T, P, "welding", max_bytes=120).text == ""

@@ -212,7 +212,7 @@ def test_correcting_a_superseded_claim_names_the_superseding_claim(db: MemoryDb)
     )
     with pytest.raises(
         InvalidInput,
-        match=f"superseded by claim {third.claim_id}; the current claim is {third.claim_id} \\(correct",
+        match=f"by claim {third.claim_id}; the current claim is {third.claim_id} \\(correct",
     ):
         sam.correct(second.claim_id, "Hooli", recorded_at=40)
     with pytest.raises(NotFound):

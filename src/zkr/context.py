@@ -9,9 +9,12 @@ tool.
 **Budget.** ``max_bytes`` bounds the UTF-8 size of the block's ``text``, headers and newlines
 included. Lines are taken in a fixed priority — two memory lines for every profile line and
 every review line, each list in its own order (rank, newest first) — while they fit; a line that
-does not fit is skipped, so a later, shorter one may still get in. One line is at most a quarter
-of the budget (at least 160 bytes): longer excerpts are cut at a character boundary and end
-with ``…``. Sections keep their order (memories, profile, reviews) whatever was taken.
+does not fit is skipped, so a later, shorter one may still get in. One line first gets at most a
+quarter of the budget (at least 160 bytes): longer excerpts are cut at a character boundary and
+end with ``…``. Then, in the same priority, a skipped line is cut to what is left when that
+keeps its citation whole and 16 bytes of text (so a small budget shows one cut line rather than
+nothing), and what is still left — the share of an empty section, say — lengthens the cut lines
+again, up to their full text. Sections keep their order (memories, profile, reviews).
 
 **Citations.** Each memory line ends with the memory's kind and id and its evidence ids, each
 profile line with its claim id, each review line with its id, so a model can ``get`` them.
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BYTES = 4_000
 MIN_LINE_BYTES = 160
+MIN_CUT_BODY_BYTES = 16  # a line cut to fit what is left keeps at least this much text
 ELLIPSIS = "…"
 
 
@@ -67,25 +71,32 @@ def build_context(
     )
     line_cap = max(MIN_LINE_BYTES, max_bytes // 4)
     shown_query = _clip(repr(" ".join(query.split())), line_cap // 2)
-    sections: list[tuple[str, list[tuple[str, Any]]]] = [
+    sections: list[tuple[str, list[tuple[str, str, Any]]]] = [
         (
             f"Memories matching {shown_query} (zkr, cited):",
-            [(_item_line(item, line_cap), item) for item in items],
+            [(item.excerpt, _item_citation(item), item) for item in items],
         ),
         (
             "Profile (current):",
-            [(_profile_line(entry, line_cap), entry) for entry in profiles],
+            [
+                (f"{e.key}: {e.value}", f"[{e.stability.value}; claim {e.claim_id}]", e)
+                for e in profiles
+            ],
         ),
         (
             "Latest daily reviews:",
-            [(_review_line(review, line_cap), review) for review in reviews],
+            [(f"{r.day}: {r.summary}", f"[review {r.id}]", r) for r in reviews],
         ),
     ]
-    chosen = _choose(sections, max_bytes)
+    chosen = _choose(sections, max_bytes, line_cap)
     lines: list[str] = []
     taken: list[list[Any]] = [[], [], []]
     for index, (header, candidates) in enumerate(sections):
-        picked = [c for position, c in enumerate(candidates) if (index, position) in chosen]
+        picked = [
+            (chosen[index, position], value)
+            for position, (_, _, value) in enumerate(candidates)
+            if (index, position) in chosen
+        ]
         if picked:
             lines.append(header)
             lines.extend(text for text, _ in picked)
@@ -98,8 +109,12 @@ def build_context(
     return model.ContextBlock(text, taken[0], taken[1], taken[2])
 
 
-def _choose(sections: list[tuple[str, list[tuple[str, Any]]]], budget: int) -> set[tuple[int, int]]:
-    """(section, position) pairs taken greedily in the 2:1:1 priority order while they fit."""
+def _choose(
+    sections: list[tuple[str, list[tuple[str, str, Any]]]], budget: int, line_cap: int
+) -> dict[tuple[int, int], str]:
+    """The line of each (section, position) taken, in the 2:1:1 priority order (module
+    docstring): capped lines while they fit, then skipped lines cut to what is left, then the
+    rest of the budget lengthening cut lines. Headers count once per section taken."""
     memories, profiles, reviews = ([(i, p) for p in range(len(sections[i][1]))] for i in range(3))
     order: list[tuple[int, int]] = []
     pairs = [memories[k : k + 2] for k in range(0, len(memories), 2)]
@@ -107,16 +122,41 @@ def _choose(sections: list[tuple[str, list[tuple[str, Any]]]], budget: int) -> s
         order.extend(group or [])
         order.extend(x for x in (profile, review) if x is not None)
     used = 0
-    chosen: set[tuple[int, int]] = set()
+    chosen: dict[tuple[int, int], str] = {}
     opened: set[int] = set()
-    for section, position in order:
-        cost = len(sections[section][1][position][0].encode("utf-8")) + 1
-        if section not in opened:
-            cost += len(sections[section][0].encode("utf-8")) + 1
+
+    def header_cost(section: int) -> int:
+        return 0 if section in opened else len(sections[section][0].encode("utf-8")) + 1
+
+    for section, position in order:  # 1. lines within the per-line cap, while they fit
+        body, citation, _ = sections[section][1][position]
+        line = _line(body, citation, line_cap)
+        cost = header_cost(section) + len(line.encode("utf-8")) + 1
         if used + cost <= budget:
             used += cost
-            chosen.add((section, position))
+            chosen[section, position] = line
             opened.add(section)
+    for section, position in order:  # 2. a skipped line cut to what is left, citation whole
+        if (section, position) in chosen:
+            continue
+        body, citation, _ = sections[section][1][position]
+        room = budget - used - header_cost(section) - 1
+        if room - len(citation.encode("utf-8")) - 3 < MIN_CUT_BODY_BYTES:
+            continue
+        line = _cut_line(body, citation, room)
+        used += header_cost(section) + len(line.encode("utf-8")) + 1
+        chosen[section, position] = line
+        opened.add(section)
+    for key in order:  # 3. what is left lengthens cut lines, up to their full text
+        if key not in chosen or used >= budget:
+            continue
+        body, citation, _ = sections[key[0]][1][key[1]]
+        size = len(chosen[key].encode("utf-8"))
+        line = _line(body, citation, size + budget - used)
+        grown = len(line.encode("utf-8"))
+        if grown > size:
+            used += grown - size
+            chosen[key] = line
     return chosen
 
 
@@ -124,20 +164,9 @@ def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8")) + 1 for line in lines)
 
 
-def _item_line(item: model.RetrievalItem, cap: int) -> str:
+def _item_citation(item: model.RetrievalItem) -> str:
     evidence = ", ".join(item.evidence_ids)
-    return _line(
-        item.excerpt, f"[{item.memory.kind.value} {item.memory.id}; evidence {evidence}]", cap
-    )
-
-
-def _profile_line(entry: model.ProfileEntry, cap: int) -> str:
-    citation = f"[{entry.stability.value}; claim {entry.claim_id}]"
-    return _line(f"{entry.key}: {entry.value}", citation, cap)
-
-
-def _review_line(review: model.DailyReview, cap: int) -> str:
-    return _line(f"{review.day}: {review.summary}", f"[review {review.id}]", cap)
+    return f"[{item.memory.kind.value} {item.memory.id}; evidence {evidence}]"
 
 
 def _line(body: str, citation: str, cap: int) -> str:
@@ -148,6 +177,13 @@ def _line(body: str, citation: str, cap: int) -> str:
     if room < MIN_LINE_BYTES // 4:
         return _clip(f"- {body} {citation}", cap)
     return f"- {_clip(body, room)} {citation}"
+
+
+def _cut_line(body: str, citation: str, cap: int) -> str:
+    """``- body [citation]`` in at most ``cap`` UTF-8 bytes, the citation whole (the caller
+    leaves room for it and :data:`MIN_CUT_BODY_BYTES` of text)."""
+    body = " ".join(body.split())
+    return f"- {_clip(body, cap - len(citation.encode('utf-8')) - 3)} {citation}"
 
 
 def _clip(text: str, cap: int) -> str:

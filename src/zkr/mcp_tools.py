@@ -5,8 +5,8 @@ never chooses the tenant or person) and the current time for any time the model 
 and runs it through the CLI's dispatch table (:func:`zkr.serve.run_command`). A failure comes
 back as a tool error carrying the CLI's message; arguments that do not fit a tool's schema come
 back as a short message naming the field (:func:`argument_error`), not pydantic's text with its
-links. ``limit`` takes 0 like the CLI (the default, 10). Results are the CLI's JSON values; the lists
-of ``profiles`` and ``reviews`` are wrapped in an object (MCP structured output is an object).
+links. ``limit`` takes 0 like the CLI (the default, 10). Results are the CLI's JSON values; the
+lists of ``profiles`` and ``reviews`` are wrapped in an object (MCP structured output is one).
 """
 
 from __future__ import annotations
