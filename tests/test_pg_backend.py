@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from zkr import MemoryDb
-from zkr.cli import run
+from zkr.cli import dispatch, run
 from zkr.errors import StorageError
 
 CORPUS = [
@@ -243,6 +243,42 @@ def test_deleted_and_erased_text_leaves_the_index(pg_dsn: str) -> None:
     with MemoryDb.open(pg_dsn) as db:
         (docs,) = db.conn.execute("SELECT count(*) FROM zkr_fts").fetchone()
     assert docs == 1
+
+
+def test_a_kept_lane_sees_vectors_another_session_rewrites(pg_dsn: str) -> None:
+    # the dense lane keeps decoded vectors across searches (zkr.store.dense.cache.state):
+    # a row rewritten elsewhere with the same small columns must still be read again
+    scope = {"tenant_id": "t", "person_id": "p"}
+    lane = {"model": "m", "version": "1"}
+    remember(pg_dsn, "the red door", 10)
+    remember(pg_dsn, "the blue door", 11)
+    code, issues = call(pg_dsn, "projections", {**scope, **lane})
+    assert code == 0, issues
+    vectors = {"the red door": [1.0, 0.0], "the blue door": [0.0, 1.0]}
+    for issue in issues:
+        text = issue["input"]["text"]
+        embedding = {
+            "vector": vectors[text],
+            "input_hash": issue["input"]["input_hash"],
+            "normalization": "none",
+            "distance": "cosine",
+            **lane,
+        }
+        request = {**scope, "target": issue["input"]["target"], "embedding": embedding}
+        code, out = call(pg_dsn, "embed", request)
+        assert code == 0, out
+    ask = {**scope, "query": "window", "query_embedding": {"vector": [1.0, 0.0], **lane}}
+    with MemoryDb.open(pg_dsn) as db:
+        db.conn.execute("UPDATE embeddings SET created_at = created_at - 10")  # settled rows
+        first = dispatch(db, "search", ask)["items"]
+        assert first[0]["excerpt"] == "the red door"
+        with MemoryDb.open(pg_dsn) as other:  # same meta, swapped vectors, another session
+            other.conn.execute(
+                "UPDATE embeddings SET vector = CASE WHEN vector = '[1.0,0.0]'"
+                " THEN '[0.0,1.0]' ELSE '[1.0,0.0]' END"
+            )
+        again = dispatch(db, "search", ask)["items"]
+    assert again[0]["excerpt"] == "the blue door"
 
 
 def test_a_newer_layout_is_refused(pg_dsn: str) -> None:

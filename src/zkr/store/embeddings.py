@@ -203,7 +203,8 @@ _GROUP_ROWS_SQL = f"""
 SELECT {_ROW_COLUMNS} FROM embeddings
 WHERE tenant_id = ? AND person_id = ? AND model = ? AND version = ?
   AND dimension = ? AND normalization = ? AND distance = ?
-ORDER BY created_at DESC
+ORDER BY created_at DESC, rowid DESC
+LIMIT ? OFFSET ?
 """
 
 RawConfig = tuple[object, object, object]
@@ -237,10 +238,17 @@ def _group_rows(
     version: str,
     group: RawConfig,
 ) -> Iterator[StoredRow]:
-    cursor = conn.execute(_GROUP_ROWS_SQL, (tenant_id, person_id, model, version, *group))
-    while batch := cursor.fetchmany(16):
+    # pages of growing size: the first row is usually current, and a PostgreSQL cursor
+    # fetches its whole result at once (zkr.store.pg.adapter), vectors included
+    offset, size = 0, 16
+    while True:
+        scope = (tenant_id, person_id, model, version, *group, size, offset)
+        batch = conn.execute(_GROUP_ROWS_SQL, scope).fetchall()
         for row in batch:
             yield stored_row(row)
+        if len(batch) < size:
+            return
+        offset, size = offset + size, min(4 * size, 4096)
 
 
 def row_issue(

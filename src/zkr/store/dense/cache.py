@@ -154,6 +154,7 @@ class _Entry:
     column: int = -1
     text_key: tuple[object, int] | None = None  # (target revision, hash(text)) of ``sha``
     sha: str = ""
+    version: str | None = None  # PostgreSQL: the row's tuple version when read (see state)
 
 
 @dataclass
@@ -241,10 +242,15 @@ def state(
     else a full :func:`_refresh`.
     """
     if is_postgres(conn):
-        # PostgreSQL: an exact scan of the person's lane on every search; no side file, no
-        # cache across calls (nothing there says cheaply that no other session wrote)
-        cache = _LaneCache(conn, (tenant_id, person_id, model, version))
+        # PostgreSQL: an exact scan of the person's lane on every search and no side file;
+        # only decoded vectors are kept across calls, for rows whose tuple version (xmin:
+        # every write makes a new one, whichever session wrote) is the one decoded
+        cache = _lane_cache(conn, (tenant_id, person_id, model, version))
+        versions = dict(conn.execute(_PG_VERSIONS_SQL, (tenant_id, person_id, model, version)))
+        cache.dirty = {r for r, e in cache.entries.items() if e.version != versions.get(r)}
         _refresh(conn, cache)
+        for rowid, entry in cache.entries.items():
+            entry.version = versions.get(rowid)
         return cache, cache.derived
     cache = _lane_cache(conn, (tenant_id, person_id, model, version))
     sig = signature(conn)
@@ -276,6 +282,12 @@ def state(
         _save_state(cache)
     cache.signature = sig
     return cache, cache.derived
+
+
+_PG_VERSIONS_SQL = """
+SELECT rowid, CAST(xmin AS TEXT) FROM embeddings
+WHERE tenant_id = ? AND person_id = ? AND model = ? AND version = ?"""
+"""PostgreSQL only: each lane row's tuple version."""
 
 
 def _untouched(conn: sqlite3.Connection, cache: _LaneCache, mark: changes.Mark) -> bool:

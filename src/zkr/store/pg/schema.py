@@ -98,6 +98,10 @@ TABLES: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS embeddings_rowid ON embeddings (tenant_id, person_id, rowid)",
     "CREATE INDEX IF NOT EXISTS embeddings_lane"
     " ON embeddings (tenant_id, person_id, model, version, target_kind, target_id)",
+    # the lane seek of embed/projections (store/embeddings.lane, §9.3): a configuration's
+    # newest rows first, a page at a time, without reading or sorting the whole lane
+    "CREATE INDEX IF NOT EXISTS embeddings_config ON embeddings (tenant_id, person_id, model,"
+    " version, dimension, normalization, distance, created_at, rowid)",
     f"""CREATE TABLE IF NOT EXISTS evidence_locators (
     tenant_id {T}, person_id {T}, evidence_id {T}, device_id {T}, provider {T},
     stream_id {T}, segment_id {T}, start_ms {INT}, end_ms {INT},
