@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import sam_acme
 from zkr import MemoryDb
 from zkr.cli import dispatch, run
 from zkr.errors import StorageError
@@ -140,21 +141,9 @@ def test_a_write_that_fails_leaves_nothing_and_reports_the_rule(pg_dsn: str) -> 
         pg_dsn,
         "remember",
         {
-            "tenant_id": "t",
-            "person_id": "p",
-            "kind": "conversation",
+            **sam_acme("t", "p"),
             "text": "x",
-            "captured_at": 10,
-            "recorded_at": 10,
-            "claim": {
-                "subject": "Sam",
-                "predicate": "employer",
-                "value": "Acme",
-                "kind": "fact",
-                "valid_from": 10,
-                "tier": "archive",
-                "processing_state": "pending",
-            },
+            "claim": {**sam_acme()["claim"], "tier": "archive", "processing_state": "pending"},
         },
     )
     assert code == 1 and "illegal memory state combination" in out["error"]
@@ -360,29 +349,18 @@ def _capture(text: str, at: int, **extra: Any) -> dict[str, Any]:
 
 _EMBEDDING = {"model": "m", "version": "1", "normalization": "l2", "distance": "cosine"}
 
+_BERLIN = _capture(
+    "Sam lives in Berlin",
+    11,
+    ingestion_key="k-1",
+    claim=_claim("Sam", "city", "Berlin", kind="profile_fact"),
+)
+
 # (name, command, request): every command, each result compared across backends
 SESSION: list[tuple[str, str, dict[str, Any]]] = [
     ("a", "remember", _capture("Sam works at Acme", 10, claim=_claim("Sam", "employer", "Acme"))),
-    (
-        "b",
-        "remember",
-        _capture(
-            "Sam lives in Berlin",
-            11,
-            ingestion_key="k-1",
-            claim=_claim("Sam", "city", "Berlin", kind="profile_fact"),
-        ),
-    ),
-    (
-        "b2",
-        "remember",
-        _capture(
-            "Sam lives in Berlin",
-            11,
-            ingestion_key="k-1",
-            claim=_claim("Sam", "city", "Berlin", kind="profile_fact"),
-        ),
-    ),
+    ("b", "remember", _BERLIN),
+    ("b2", "remember", _BERLIN),  # the same ingestion key again: idempotent
     (
         "c",
         "remember",
