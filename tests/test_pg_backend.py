@@ -33,8 +33,19 @@ CORPUS = [
     "Marigold flowers grow in the garden behind the house",
     "東京で会議があります",
     "Straße in Berlin",
+    "Alice: Sam painted the fence",
+    "Sam: I painted the garden fence green last week",
 ]
-QUERIES = ["Acme", "Sam Acme", "Berlin winters", "marigold", "alice alps", "東京", "strasse"]
+QUERIES = [
+    "Acme",
+    "Sam Acme",
+    "Berlin winters",
+    "marigold",
+    "alice alps",
+    "東京",
+    "strasse",
+    "what did Sam paint",
+]
 
 
 def call(db: str, command: str, request: dict[str, Any] | None) -> tuple[int, Any]:

@@ -20,11 +20,16 @@ reasons, docs/retrieval-experiments.md the measurements.
    else for itself when none of its live evidence supports any claim (§3.3); a claim document
    stands for its claim when that is live and citable (``as_of``: visible and citable at
    those times, §4). Anything else stands for nothing.
-5. **Conversation neighbours.** Each of the :data:`LIFTERS` best eligible source documents
+5. **Labels.** A source document whose leading label (``Caroline: …``; item 4 of
+   :mod:`zkr.store.terms`) a query word names scores :data:`LABEL_BOOST` times as much: a
+   question about someone is best answered by what they said themselves. The boost never
+   makes a match, and it is not passed on to neighbours (step 6).
+6. **Conversation neighbours.** Each of the :data:`LIFTERS` best eligible source documents
    (among the first :data:`LIFT_SCAN` matches checked)
    lifts the matched source documents written just before and after it in the same scope
-   (:data:`NEIGHBOURS` on each side within :data:`SPAN` rows) by :data:`LIFT` × its own score.
-6. **Order**: lifted score descending, then newest first, then sources before claims and id;
+   (:data:`NEIGHBOURS` on each side within :data:`SPAN` rows) by :data:`LIFT` × its own score
+   (without its label boost).
+7. **Order**: lifted score descending, then newest first, then sources before claims and id;
    de-duplicated into targets; at most ``cut``. Each target carries its relevance
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
@@ -54,7 +59,7 @@ from zkr.store.eligibility import (
     stands_for,
 )
 from zkr.store.search_index import CLAIM_BASE, scope_tag
-from zkr.store.terms import query_terms
+from zkr.store.terms import label_terms, query_terms
 
 WINDOW_ROWS = 1000
 RARE_DOCS = 200
@@ -65,6 +70,7 @@ NEIGHBOURS = 2
 LIFT = 0.5
 COMMON_MIN_DOCS = 16
 COMMON_SHARE = 0.9
+LABEL_BOOST = 1.5
 
 _SOURCE_END = CLAIM_BASE - 1
 _CLAIM_END = 2 * CLAIM_BASE - 1
@@ -82,13 +88,15 @@ class QueryPlan(NamedTuple):
 
     ``weights``: every query term with its IDF weight (the relevance denominator);
     ``match``: the tagged terms a document must hold one of (informative ones, see module
-    docstring); ``docs``/``avg_length``: the scope's document count and mean length.
+    docstring); ``docs``/``avg_length``: the scope's document count and mean length;
+    ``labels``: the marked (label) forms of the query terms that some document holds.
     """
 
     weights: tuple[tuple[str, float], ...]
     match: tuple[str, ...]
     docs: int
     avg_length: float
+    labels: tuple[str, ...] = ()
 
     def expression(self, terms: Sequence[str] | None = None) -> str:
         """The FTS5 expression matching any of ``terms`` (default: all of ``match``)."""
@@ -113,7 +121,8 @@ def plan_query(
         index = open_index(conn, tenant_id, person_id)
     docs, total = index.stats(tag)
     tagged = [tag + term for term in terms]
-    df = index.doc_freqs(tagged)
+    marked = [tag + term for term in label_terms(terms)]
+    df = index.doc_freqs(tagged + marked)
 
     def common(term: str) -> bool:
         return docs >= COMMON_MIN_DOCS and df.get(term, 0) >= COMMON_SHARE * docs
@@ -121,7 +130,8 @@ def plan_query(
     rare = [term for term in tagged if not common(term)]
     match = [term for term in rare if df.get(term, 0) > 0] if rare else tagged
     weights = tuple((term, relevance.idf(docs, df.get(term, 0))) for term in tagged)
-    return QueryPlan(weights, tuple(match), docs, total / docs if docs else 0.0)
+    labels = tuple(term for term in marked if df.get(term, 0) > 0)
+    return QueryPlan(weights, tuple(match), docs, total / docs if docs else 0.0, labels)
 
 
 # --------------------------------------------------------------------------- SQL
@@ -141,6 +151,11 @@ SELECT count(*) FROM (SELECT 1 FROM zkr_fts
 """
 _ALL_SQL = """
 SELECT rowid, bm25(zkr_fts) FROM zkr_fts WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi
+"""
+# The documents in a rowid range holding a label term and a matched term (:expr is
+# "(labels) AND (terms)").
+_LABELLED_SQL = """
+SELECT rowid FROM zkr_fts WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi
 """
 # Documents -> (kind, target id, terms).
 _RESOLVE_SQL = """
@@ -192,6 +207,9 @@ class Index(Protocol):
         self, terms: Sequence[str], lo: int, hi: int, n: int | None
     ) -> list[tuple[int, float]]: ...
     def older(self, term: str, lo: int, hi: int, n: int) -> int: ...
+    def labelled(
+        self, labels: Sequence[str], terms: Sequence[str], lo: int, hi: int
+    ) -> list[int]: ...
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]: ...
     def neighbours(
         self, docs: Sequence[int], width: int, span: int
@@ -234,6 +252,12 @@ class SqliteIndex:
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         params = {"expr": _quote(term), "lo": lo, "hi": hi, "n": n}
         return int(self.conn.execute(_OLDER_SQL, params).fetchone()[0])
+
+    def labelled(self, labels: Sequence[str], terms: Sequence[str], lo: int, hi: int) -> list[int]:
+        """Documents in ``[lo, hi]`` holding one of ``labels`` and one of ``terms``."""
+        expr = "(" + " OR ".join(map(_quote, labels)) + ") AND ("
+        expr += " OR ".join(map(_quote, terms)) + ")"
+        return [row[0] for row in self.conn.execute(_LABELLED_SQL, (expr, lo, hi))]
 
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
         return self.conn.execute(_RESOLVE_SQL, {"rowids": json.dumps(list(docs))}).fetchall()
@@ -290,6 +314,7 @@ class _Lane:
         self.docs: dict[int, tuple[str, str, str]] = {}
         self.targets: dict[int, list[Target]] = {}
         self.final: dict[int, float] = {}
+        self.labelled: set[int] = set()
         self.plan: QueryPlan | None = None
         self._points: dict[int, int] = {}
 
@@ -365,6 +390,9 @@ class _Lane:
                     if window == WINDOW_ROWS:
                         self._rescue_rare(plan, lo, rows[-1][0] - 1, scores)
                     next_ranges.append((lo, rows[-1][0] - 1))
+                if plan.labels and rows and lo < CLAIM_BASE:
+                    oldest = min(rowid for rowid in scores if lo <= rowid <= hi)
+                    self.labelled.update(self.index.labelled(plan.labels, plan.match, oldest, hi))
             order = self._rank(scores, cut)
             if exhausted or sum(len(self.targets[r]) for r in order) >= cut:
                 return order
@@ -382,8 +410,12 @@ class _Lane:
             for rowid, bm25 in self.index.scored(rare, lo, hi, None):
                 scores.setdefault(rowid, -bm25)
 
+    def _boost(self, rowid: int) -> float:
+        return LABEL_BOOST if rowid in self.labelled else 1.0
+
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
-        order = sorted(scores, key=lambda rowid: (-scores[rowid], -rowid))
+        boosted = {rowid: score * self._boost(rowid) for rowid, score in scores.items()}
+        order = sorted(boosted, key=lambda rowid: (-boosted[rowid], -rowid))
         # Check best-first until the checked documents give `cut` targets and LIFTERS
         # eligible sources: a document left unchecked scores no more than every checked one.
         checked = 0
@@ -411,7 +443,10 @@ class _Lane:
         lifted = [rowid for rowid in lift if rowid not in self.targets]
         self.check(lifted)
         eligible.extend(rowid for rowid in lifted if self.targets[rowid])
-        self.final = {rowid: scores[rowid] + LIFT * lift.get(rowid, 0.0) for rowid in eligible}
+        self.final = {
+            rowid: (scores[rowid] + LIFT * lift.get(rowid, 0.0)) * self._boost(rowid)
+            for rowid in eligible
+        }
         # ties (equal bm25 on the informative terms) go to the document matching more of the
         # query, common words included, then to the newest
         eligible.sort(key=lambda r: (-self.final[r], -self.points(r), -(r % CLAIM_BASE), r))

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 from zkr.store.eligibility import LIVE_SOURCE, live_source
 from zkr.store.terms import document_terms
 
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"  # 2: label terms (zkr.store.terms, item 4)
 CLAIM_BASE = 1 << 40
 DRAIN_BATCH = 2000
 

@@ -22,6 +22,12 @@ Stored text is never changed; only the index and the query see these forms.
    ``据库``); the index also stores every single character of such a run (so a one-character
    query finds it), while a query uses the bigrams of a longer run and the character of a
    one-character run.
+4. **Labels** (:func:`label_terms`): a text that starts with a short label followed by a colon
+   (one to three words, ``Caroline: …``, ``User: …``, ``Dr. Lee: …``: the speaker of a
+   transcript turn, or a heading such as ``Note:``) also yields the label's terms a second
+   time, marked with :data:`LABEL_MARK` (``\ue000carolin``): a field that says who or what the
+   text is by. The lexical lane ranks a document whose label a query word names higher
+   (:data:`zkr.store.lexical.LABEL_BOOST`); a query never *matches* on a marked term.
 
 Why English stemming for all Latin text: the stores this serves are written and queried by
 agents that mostly speak English; Snowball English only strips English endings, which on other
@@ -56,7 +62,15 @@ STOP_WORDS = frozenset(
 
 MAX_QUERY_TERMS = 32
 
+LABEL_MARK = "\ue000"
+"""Prefix of a label term: a private-use character, which no folded word contains (words are
+letters, numbers and marks), yet FTS5's tokenizer keeps it inside the term (``Co``)."""
+
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
+# A leading label: one to three words (no colon or space inside one) and a colon followed by
+# a space, the end or a non-ASCII character (unspaced scripts put no space: "张三：今天…"),
+# at the very start of the (folded: "：" is ":") text. "http://…" and "10:30" are not labels.
+_LABEL = re.compile(r"\s*([^\W_][^\s:]*(?:[ \t][^\W_][^\s:]*){0,2})[ \t]*:(?=\s|$|[^\x00-\x7f])")
 _DIACRITICS = re.compile("[\u0300-\u036f]+")
 _UNSPACED = r"\p{Han}\p{Hiragana}\p{Katakana}\p{Thai}\p{Lao}\p{Khmer}\p{Myanmar}\p{Hangul}\u30fc"
 
@@ -121,16 +135,38 @@ def _bigrams(run: str) -> list[str]:
 
 
 def document_terms(text: str) -> list[str]:
-    """Every index term of a stored text, in order, repeats kept (term frequency counts)."""
+    """Every index term of a stored text, in order, repeats kept (term frequency counts),
+    followed by the marked terms of its label (:func:`label_terms`), if it has one."""
     out: list[str] = []
-    for word, unspaced in words(fold(text)):
+    folded = fold(text)
+    for word, unspaced in words(folded):
         if unspaced:
             out.extend(word)
             if len(word) > 1:
                 out.extend(_bigrams(word))
         elif word not in STOP_WORDS:
             out.append(stem(word))
+    label = _LABEL.match(folded)
+    if label is not None and out:
+        out.extend(LABEL_MARK + term for term in _terms(label.group(1)))
     return out
+
+
+def label_terms(terms: list[str]) -> list[str]:
+    """The marked forms of query terms: a document holding one is labelled by that word
+    (``Caroline: …`` for ``carolin``; module docstring, item 4)."""
+    return [LABEL_MARK + term for term in terms]
+
+
+def _terms(text: str) -> list[str]:
+    """Distinct query-side terms of folded text (bigrams for unspaced runs, stems otherwise)."""
+    found: list[str] = []
+    for word, unspaced in words(text):
+        if unspaced:
+            found.extend(_bigrams(word))
+        elif word not in STOP_WORDS:
+            found.append(stem(word))
+    return list(dict.fromkeys(found))
 
 
 def query_terms(query: str, limit: int = MAX_QUERY_TERMS) -> tuple[list[str], int]:

@@ -373,6 +373,18 @@ class PgIndex:
         ).fetchone()
         return int(row[0]) if row else 0
 
+    def labelled(self, labels: Sequence[str], terms: Sequence[str], lo: int, hi: int) -> list[int]:
+        """Documents in ``[lo, hi]`` holding one of ``labels`` and one of ``terms``."""
+        marked, matched = tsquery(labels), tsquery(terms)
+        if not marked or not matched:
+            return []
+        rows = self.conn.execute_native(
+            "SELECT doc FROM zkr_fts WHERE tenant_id = %s AND person_id = %s"
+            " AND terms @@ %s::tsquery AND doc BETWEEN %s AND %s",
+            [*self.scope, f"({marked}) & ({matched})", lo, hi],
+        ).fetchall()
+        return [int(row[0]) for row in rows]
+
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
         """(doc, kind, target id, body) of each listed document."""
         rows = self.conn.execute_native(
