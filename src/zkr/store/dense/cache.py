@@ -121,9 +121,9 @@ class _Block:
         chunk = 4096
         for offset in range(0, count, chunk):
             part = vectors[offset : offset + chunk]
-            cols = np.ascontiguousarray(part.T)
             lo = start + offset
-            self.matrix[:, lo : lo + len(part)] = cols
+            cols = self.matrix[:, lo : lo + len(part)]
+            cols[...] = part.T  # transposed in place: no intermediate copy
             with np.errstate(all="ignore"):  # huge components: an infinite norm is legitimate
                 self.norms[lo : lo + len(part)] = sequential_norms(cols)
         self.size = start + count
