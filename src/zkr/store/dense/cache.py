@@ -152,8 +152,8 @@ class _Entry:
     parsed: bool = False  # the vector was decoded (config/column are then final)
     config: LaneConfig | None = None  # None when parsed and not well-formed
     column: int = -1
-    text_key: tuple[object, int] | None = None  # (target revision, hash(text)) of ``sha``
-    sha: str = ""
+    text_key: tuple[object, int] | None = None  # (target revision, hash(text)) of ``hashed``
+    hashed: bool = False  # sha256_tagged(that text) equals the row's input_hash (meta[6])
     version: str | None = None  # PostgreSQL: the row's tuple version when read (see state)
 
 
@@ -702,22 +702,23 @@ def _refresh_rows(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     # rows whose target is live with the stored revision and hash, in §5.2 order, with the
     # §5.4 data: (rowid, kind, mappable)
     candidates: list[tuple[int, str, object, str | None]] = []
+    dirty, get, append = cache.dirty, old.get, candidates.append
     for kind, sql in _ROWS_SQL:
         for row in conn.execute(sql, params):
             rowid, meta = row[0], row[1:9]
-            entry = old.get(rowid)
-            if entry is None or not entry.settled or entry.meta != meta or rowid in cache.dirty:
+            entry = get(rowid)
+            if entry is None or not entry.settled or entry.meta != meta or rowid in dirty:
                 created_at = meta[7]
                 entry = _Entry(meta, type(created_at) is int and created_at < now)
             entries[rowid] = entry
             revision, text = row[9], row[10]
-            if revision is None or meta[5] != revision or not isinstance(text, str):
+            if revision is None or meta[5] != revision or type(text) is not str:
                 continue
             text_key = (revision, hash(text))
             if entry.text_key != text_key:
-                entry.text_key, entry.sha = text_key, sha256_tagged(text)
-            if meta[6] == entry.sha:
-                candidates.append((rowid, kind, row[11], row[12]))
+                entry.text_key, entry.hashed = text_key, sha256_tagged(text) == meta[6]
+            if entry.hashed:
+                append((rowid, kind, row[11], row[12]))
     cache.entries = entries
     cache.unsaved += _decode_pending(conn, cache, [rowid for rowid, *_ in candidates])
     _compact(cache)
@@ -808,13 +809,18 @@ def _save_file(cache: _LaneCache, path: Path) -> None:
         index = position[entry.config]
         rows.append((rowid, entry.meta, index, len(columns[index]), True))
         columns[index].append(entry.column)
-    matrices: list[_Picked] = []
+    matrices: list[_Picked | F32] = []
     norms = []
     picks = []
     for config, cols in zip(configs, columns, strict=True):
         block = cache.blocks[config]
         picked = np.asarray(cols, dtype=np.int64)
         picks.append(picked)
+        if len(picked) == block.size and bool((picked == np.arange(block.size)).all()):
+            # every column in place (a first refresh): written straight from the block
+            matrices.append(block.matrix[:, : block.size])
+            norms.append(block.norms[: block.size])
+            continue
         matrices.append(_Picked(block.matrix, picked))
         norms.append(block.norms[picked])
     # the overlay goes first: a reader then finds either the old file with the state naming
@@ -889,7 +895,7 @@ def _lean_reads(conn: sqlite3.Connection) -> Iterator[None]:
     next to the lane's own float32 copy)."""
     saved = [conn.execute(f"PRAGMA {name}").fetchone()[0] for name in _READ_PRAGMAS]
     conn.execute("PRAGMA mmap_size = 0")
-    conn.execute("PRAGMA cache_size = -2048")
+    conn.execute(f"PRAGMA cache_size = -{READ_CACHE_KIB}")
     try:
         yield
     finally:
@@ -898,6 +904,9 @@ def _lean_reads(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 _READ_PRAGMAS = ("mmap_size", "cache_size")
+READ_CACHE_KIB = 16384
+"""SQLite's page cache while a refresh reads (the lane's index seeks into ``sources`` and
+``evidence`` revisit their interior pages; 2 MiB made the refresh's main query ~1.7× slower)."""
 
 
 def _decode_rows(
