@@ -316,11 +316,14 @@ def child_inprocess(path: str, dim: int, queries: int) -> dict[str, Any]:
         out["after_remember_ms"] = [x * 1e3 for x in after]
         # matrix-vector product with BLAS on the same data: the memory-bandwidth floor
         try:
-            from zkr.store.dense import cache as caches
-        except ImportError:  # --compare with a checkout from before the dense package
-            from zkr.store import dense as caches  # type: ignore[no-redef]
+            from zkr.store.dense.registry import CACHES as lanes
+        except ImportError:  # --compare with a checkout from before the cache was split
+            try:
+                from zkr.store.dense.cache import _CACHES as lanes  # type: ignore[attr-defined]
+            except ImportError:  # before the dense package
+                from zkr.store.dense import _CACHES as lanes  # type: ignore[attr-defined]
 
-        block = next(iter(next(iter(caches._CACHES.values())).blocks.values()))
+        block = next(iter(next(iter(lanes.values())).blocks.values()))
         matrix, q = block.matrix[:, : block.size], nprng.standard_normal(dim).astype(np.float32)
         blas = []
         for _ in range(12):

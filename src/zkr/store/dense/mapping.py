@@ -176,9 +176,7 @@ class _Part:
                 if row.capture is not None:
                     source_of[target_id] = row.capture
                 if target_id in by_evidence.claims:
-                    mapped = by_evidence.targets(
-                        TargetKind.EVIDENCE, target_id, hide_linked=True
-                    )
+                    mapped = by_evidence.targets(TargetKind.EVIDENCE, target_id, hide_linked=True)
                     if mapped:
                         linked_rows.append((position, mapped))
                 else:
@@ -191,9 +189,7 @@ class _Part:
                 kind, target_id = row_kinds[position], target_ids[position]
                 if kind == "evidence" or (kind == "source" and target_id in captures):
                     folding.append(Target(TargetKind(kind), target_id))
-        merged = one_per_capture(
-            (t for t in folding if t.kind is not TargetKind.CLAIM), source_of
-        )
+        merged = one_per_capture((t for t in folding if t.kind is not TargetKind.CLAIM), source_of)
         kept: dict[str, str] = {}
         # pairs of rows standing for their own (unfolded) target, as arrays
         ids = id_array(target_ids)
@@ -222,16 +218,14 @@ class _Part:
                 pair_keys.append(_key(TARGET_RANK[target.kind], target.id))
         own_keys = _join(ranks[own_positions], ids[own_positions]) if len(own_positions) else None
         all_rows = np.concatenate([own_positions.astype(np.int64), np.asarray(pair_rows, np.int64)])
-        key_parts = [k for k in (own_keys, _bytes(pair_keys) if pair_keys else None) if k is not None]
-        all_keys = _concat_keys(key_parts)
+        listed_keys = _bytes(pair_keys) if pair_keys else None
+        all_keys = _concat_keys([k for k in (own_keys, listed_keys) if k is not None])
         # pairs in row order (a row's targets in their order), as the rule lists them
         order = np.argsort(all_rows, kind="stable")
         return cls(
             columns=np.asarray([row.column for row in rows], dtype=np.int64),
             rowids=np.asarray([row.rowid for row in rows], dtype=np.int64),
-            keys=_join(
-                np.asarray([ROW_ORDER[kind] for kind in row_kinds], dtype=np.uint8), ids
-            )
+            keys=_join(np.asarray([ROW_ORDER[kind] for kind in row_kinds], dtype=np.uint8), ids)
             if count
             else _NO_IDS,
             caps=id_array([row.capture or "" for row in rows]),
@@ -329,7 +323,7 @@ def patch(
     ``derived.lane``'s configuration, §5.2 order), mapped with ``links``. Equal to
     :func:`derive` over the whole lane when every row whose mapping can have changed is
     removed and re-read, and with it every row of the same captures (what
-    :mod:`zkr.store.dense.cache` does); the lane must not change (its caller checks)."""
+    :mod:`zkr.store.dense.patching` does); the lane must not change (its caller checks)."""
     assert derived.lane is not None
     keep = ~removed
     target_of = np.repeat(
