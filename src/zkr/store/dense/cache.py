@@ -28,11 +28,12 @@ without reading a row of the lane. After decoding, the in-memory vectors are wri
 replaced by the file's mapped pages, so a lane costs its float32 size once.
 
 **Patches.** When the log names a few writes that do touch the lane,
-:func:`zkr.store.dense.patching.patch` re-reads only the rows whose mapping can have changed (whole captures of the related targets), puts
-their new vectors in an overlay (a second matrix whose columns follow the vector file's,
-saved as its own side file) and re-derives the mapping of those rows only
-(:func:`zkr.store.dense.mapping.patch`); a full refresh folds the overlay back into the
-vector file once it outgrows its share of the lane (docs/decisions-retrieval-dense.md).
+:func:`zkr.store.dense.patching.patch` re-reads only the rows whose mapping can have changed
+(whole captures of the related targets), puts their new vectors in an overlay (a second
+matrix whose columns follow the vector file's, saved as its own side file) and re-derives the
+mapping of those rows only (:func:`zkr.store.dense.mapping.patch`); a full refresh folds the
+overlay back into the vector file once it outgrows its share of the lane
+(docs/decisions-retrieval-dense.md).
 
 **Split by responsibility**: this module decides which path a search takes (:func:`state`) and
 does the full refresh; :mod:`.registry` holds the caches, :mod:`.blocks` the decoded vectors

@@ -100,7 +100,8 @@ def _patch_rows(conn: sqlite3.Connection, cache: LaneCache) -> bool:
         affected |= _ids(pos_ids[removed])
     if len(affected) > PATCH_TARGETS:
         return False
-    # the rows of the affected targets as they are now (currentness as in zkr.store.dense.cache._refresh_rows)
+    # the rows of the affected targets as they are now (currentness as in a full refresh,
+    # zkr.store.dense.cache._refresh_rows)
     now = conn.execute("SELECT unixepoch()").fetchone()[0]
     params = {**scope, "ids": json.dumps(sorted(affected))}
     old_columns = dict(
