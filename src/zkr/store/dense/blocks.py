@@ -107,7 +107,7 @@ class Entry:
     parsed: bool = False  # the vector was decoded (config/column are then final)
     config: LaneConfig | None = None  # None when parsed and not well-formed
     column: int = -1
-    text_key: tuple[object, int] | None = None  # (target revision, hash(text)) of ``hashed``
+    text_key: int | None = None  # hash((target revision, text)) of ``hashed``
     hashed: bool = False  # sha256_tagged(that text) equals the row's input_hash (meta[6])
     version: str | None = None  # PostgreSQL: the row's tuple version when read (see state)
 

@@ -162,9 +162,23 @@ def _refresh_rows(conn: sqlite3.Connection, cache: LaneCache) -> None:
     # §5.4 data: (rowid, kind, mappable)
     candidates: list[tuple[int, str, object, str | None]] = []
     dirty, get, append = cache.dirty, old.get, candidates.append
+    # one object per distinct kind, dimension, normalization and distance cell (a lane has a
+    # handful): ~20 MB less per 100k rows than a copy of each in every row's meta
+    same: dict[object, object] = {}
+    one = same.setdefault
     for kind, sql in ROWS_SQL:
         for row in conn.execute(sql, params):
-            rowid, meta = row[0], row[1:9]
+            rowid = row[0]
+            meta = (
+                one(row[1], row[1]),
+                row[2],
+                one(row[3], row[3]),
+                one(row[4], row[4]),
+                one(row[5], row[5]),
+                row[6],
+                row[7],
+                row[8],
+            )
             entry = get(rowid)
             if entry is None or not entry.settled or entry.meta != meta or rowid in dirty:
                 created_at = meta[7]
@@ -173,7 +187,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: LaneCache) -> None:
             revision, text = row[9], row[10]
             if revision is None or meta[5] != revision or type(text) is not str:
                 continue
-            text_key = (revision, hash(text))
+            text_key = hash((revision, text))
             if entry.text_key != text_key:
                 entry.text_key, entry.hashed = text_key, sha256_tagged(text) == meta[6]
             if entry.hashed:
