@@ -506,7 +506,9 @@ def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: 
         f" peak RSS {rss:.0f} MiB"
     )
     copies = [sys.executable, __file__, "--copies", str(path), str(args.dim)]
-    if src is None:  # zkr's float32 copies (zkr.store.changes) exist from this version on
+    # zkr's float32 copies (zkr.store.changes.keep_copy) exist from 79bbaec on
+    keeps = src is None or "def keep_copy" in (Path(src) / "zkr/store/changes.py").read_text()
+    if keeps:
         run_child([*copies, "0"], env=base)
         shutil.rmtree(cache_dir, ignore_errors=True)
     wall, rss, _ = run_child(cli, env=base, stdin=request)
@@ -514,7 +516,7 @@ def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: 
         f"  CLI hybrid search, first call, lane written by another writer (decodes every JSON"
         f" vector, writes the vector file): {wall:.2f} s, peak RSS {rss:.0f} MiB"
     )
-    if src is None:
+    if keeps:
         run_child([*copies, "1"], env=base)
         shutil.rmtree(cache_dir, ignore_errors=True)
         wall, rss, _ = run_child(cli, env=base, stdin=request)
