@@ -316,11 +316,14 @@ def child_inprocess(path: str, dim: int, queries: int) -> dict[str, Any]:
         out["after_remember_ms"] = [x * 1e3 for x in after]
         # matrix-vector product with BLAS on the same data: the memory-bandwidth floor
         try:
-            from zkr.store.dense import cache as caches
-        except ImportError:  # --compare with a checkout from before the dense package
-            from zkr.store import dense as caches  # type: ignore[no-redef]
+            from zkr.store.dense.registry import CACHES as lanes
+        except ImportError:  # --compare with a checkout from before the cache was split
+            try:
+                from zkr.store.dense.cache import _CACHES as lanes  # type: ignore[attr-defined]
+            except ImportError:  # before the dense package
+                from zkr.store.dense import _CACHES as lanes  # type: ignore[attr-defined]
 
-        block = next(iter(next(iter(caches._CACHES.values())).blocks.values()))
+        block = next(iter(next(iter(lanes.values())).blocks.values()))
         matrix, q = block.matrix[:, : block.size], nprng.standard_normal(dim).astype(np.float32)
         blas = []
         for _ in range(12):
@@ -503,7 +506,9 @@ def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: 
         f" peak RSS {rss:.0f} MiB"
     )
     copies = [sys.executable, __file__, "--copies", str(path), str(args.dim)]
-    if src is None:  # zkr's float32 copies (zkr.store.changes) exist from this version on
+    # zkr's float32 copies (zkr.store.changes.keep_copy) exist from 79bbaec on
+    keeps = src is None or "def keep_copy" in (Path(src) / "zkr/store/changes.py").read_text()
+    if keeps:
         run_child([*copies, "0"], env=base)
         shutil.rmtree(cache_dir, ignore_errors=True)
     wall, rss, _ = run_child(cli, env=base, stdin=request)
@@ -511,7 +516,7 @@ def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: 
         f"  CLI hybrid search, first call, lane written by another writer (decodes every JSON"
         f" vector, writes the vector file): {wall:.2f} s, peak RSS {rss:.0f} MiB"
     )
-    if src is None:
+    if keeps:
         run_child([*copies, "1"], env=base)
         shutil.rmtree(cache_dir, ignore_errors=True)
         wall, rss, _ = run_child(cli, env=base, stdin=request)

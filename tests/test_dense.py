@@ -44,7 +44,13 @@ from zkr.model import (
 )
 from zkr.store import dense, fusion
 from zkr.store.db import read_tx
-from zkr.store.dense import cache as dense_cache, kernels, ranking as dense_ranking
+from zkr.store.dense import (
+    blocks as dense_blocks,
+    kernels,
+    patching as dense_patching,
+    ranking as dense_ranking,
+    registry as dense_registry,
+)
 from zkr.store.embeddings import projection_input
 from zkr.store.lexical import lexical_search
 from zkr.store.retrieval import materialize
@@ -809,13 +815,13 @@ def vector_file(monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setattr(vectorfile, "SAVE_AFTER", 1)
     monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
     decoded: list[object] = []
-    original = dense_cache._decode_rows
+    original = dense_blocks.decode_rows
 
     def counting(conn: Any, scope: Any, entries: Any, blocks: Any, todo: list[int]) -> None:
         decoded.extend(todo)
         original(conn, scope, entries, blocks, todo)
 
-    monkeypatch.setattr(dense_cache, "_decode_rows", counting)
+    monkeypatch.setattr(dense_blocks, "decode_rows", counting)
     return decoded
 
 
@@ -890,14 +896,14 @@ def test_vector_file_is_optional(
 
 def test_cache_is_per_connection_and_bounded(tmp_path: Path) -> None:
     dbs = [
-        MemoryDb.open(str(tmp_path / f"{i}.db")) for i in range(dense_cache.MAX_CACHED_LANES + 3)
+        MemoryDb.open(str(tmp_path / f"{i}.db")) for i in range(dense_registry.MAX_CACHED_LANES + 3)
     ]
     try:
         for i, d in enumerate(dbs):
             r = remember(d, f"note {i}")
             embed(d, "source", r.source_id, [1.0, 0.0])
             assert ids(hybrid(d, "zzz", [1.0, 0.0])) == [("source", r.source_id)]
-        assert len(dense_cache._CACHES) <= dense_cache.MAX_CACHED_LANES
+        assert len(dense_registry.CACHES) <= dense_registry.MAX_CACHED_LANES
     finally:
         for d in dbs:
             d.close()
@@ -1198,7 +1204,7 @@ def test_query_dimension_is_checked_before_any_vector_is_read(
     with pytest.raises(InvalidInput, match="dimension 90000 does not match stored dimension 2"):
         db.search(wrong)
     assert vector_file == []  # nothing decoded
-    assert not dense_cache._CACHES  # nothing loaded
+    assert not dense_registry.CACHES  # nothing loaded
     db.search(SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V)))
     vector_file.clear()
     with pytest.raises(InvalidInput, match="dimension 90000"):
@@ -1514,14 +1520,14 @@ def test_patched_side_files_equal_a_rebuild(
     from zkr.store import vectorfile
 
     patched: list[bool] = []
-    original = dense_cache._patch
+    original = dense_patching.patch
 
     def counting(conn: Any, cache: Any) -> bool:
         done = original(conn, cache)
         patched.append(done)
         return done
 
-    monkeypatch.setattr(dense_cache, "_patch", counting)
+    monkeypatch.setattr(dense_patching, "patch", counting)
     rng = random.Random(7)
 
     def vec() -> list[float]:
@@ -1628,14 +1634,14 @@ def test_patched_side_files_equal_a_rebuild(
     put(db, "source", notes[9].source_id)
     agrees(db_path)
     # the overlay grown past its share: a full refresh rewrites the vector file
-    monkeypatch.setattr(dense_cache, "PATCH_OVERLAY", 0)
-    monkeypatch.setattr(dense_cache, "PATCH_SHARE", 0.0)
+    monkeypatch.setattr(dense_patching, "PATCH_OVERLAY", 0)
+    monkeypatch.setattr(dense_patching, "PATCH_SHARE", 0.0)
     put(db, "source", notes[10].source_id)
     del patched[:]
     got = scored(db_path)
     assert patched == [False] and not list(side.glob("*.add"))
     assert got == scored(db_path)
-    monkeypatch.setattr(dense_cache, "PATCH_OVERLAY", 1024)
+    monkeypatch.setattr(dense_patching, "PATCH_OVERLAY", 1024)
     edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
     # apply: a replica that searches, then receives the rest of the history
     page = db.export(ExportRequest(T, P, 1, limit=100))

@@ -20,6 +20,11 @@ AREA = (
     "zkr.store.dense.kernels",
     "zkr.store.dense.mapping",
     "zkr.store.dense.cache",
+    "zkr.store.dense.blocks",
+    "zkr.store.dense.registry",
+    "zkr.store.dense.rows",
+    "zkr.store.dense.sidefiles",
+    "zkr.store.dense.patching",
 )
 
 

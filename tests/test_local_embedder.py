@@ -357,7 +357,7 @@ def test_a_large_drain_leaves_the_lane_ready_for_a_fresh_process(
     """A drain that wrote many rows refreshes the lane's side files itself, from the copies it
     wrote: the next process searches without reading a vector of the lane."""
     from zkr.store import embedpending, vectorfile
-    from zkr.store.dense import cache as dense_cache
+    from zkr.store.dense import blocks as dense_blocks, cache as dense_cache
 
     monkeypatch.setattr(embedpending, "PRIME_AFTER", 1)
     monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
@@ -368,10 +368,10 @@ def test_a_large_drain_leaves_the_lane_ready_for_a_fresh_process(
     side = Path(db_path + ".zkr-vectors")
     assert len(list(side.glob("*.bin"))) == 1 and len(list(side.glob("*.lane"))) == 1
     read: list[int] = []
-    original = dense_cache._decode_rows
+    original = dense_blocks.decode_rows
     monkeypatch.setattr(
-        dense_cache,
-        "_decode_rows",
+        dense_blocks,
+        "decode_rows",
         lambda conn, scope, entries, blocks, todo: (
             read.extend(todo),
             original(conn, scope, entries, blocks, todo),

@@ -25,7 +25,7 @@ mutation is one SQLite transaction, so nothing is ever half-written, even on SIG
 **Concurrency.** Requests run one at a time on one connection. Other processes (the CLI, a sync
 job, another server) may write the same file meanwhile: every read runs on a fresh SQLite
 snapshot and the decoded-vector cache is keyed on the file's change counter
-(:func:`zkr.store.dense.cache.signature`), so their writes are seen by the next request.
+(:func:`zkr.store.dense.registry.signature`), so their writes are seen by the next request.
 """
 
 from __future__ import annotations

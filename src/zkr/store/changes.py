@@ -266,11 +266,11 @@ def copies(
     for offset in range(0, len(rowids), 512):
         part = rowids[offset : offset + 512]
         marks = ",".join("?" * len(part))
-        for row, row_lane, kind, target_id, created_at, vector in conn.execute(
-            "SELECT row, lane, kind, target_id, created_at, vector FROM zkr_vectors"
-            f" WHERE row IN ({marks})",
-            part,
+        for row, kind, target_id, created_at, vector in conn.execute(
+            "SELECT row, kind, target_id, created_at, vector FROM zkr_vectors"
+            f" WHERE row IN ({marks}) AND lane = ?",
+            (*part, lane),
         ):
-            if row_lane == lane and isinstance(vector, bytes):
+            if type(vector) is bytes:
                 out[row] = (kind, target_id, created_at, vector)
     return out

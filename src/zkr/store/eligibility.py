@@ -179,7 +179,7 @@ WHERE ce.tenant_id = :t AND ce.person_id = :p AND {SUPPORTS}
 
 # The same links restricted to the captures and claims named in :ids (a JSON array): those
 # of evidence or sources among them and those of claims among them (a dense lane patch,
-# zkr.store.dense.cache, re-maps only these targets' rows).
+# zkr.store.dense.patching, re-maps only these targets' rows).
 SCOPE_LINKS_OF_SQL = (
     SCOPE_LINKS_SQL
     + """ AND ce.rowid IN (

@@ -28,7 +28,7 @@ Beside it, ``<lane digest>.lane`` (:func:`write_state`) holds what a search need
 surviving columns of the ``.bin`` named by its token, targets, row → target pairs) as of one
 position of the change log (:mod:`zkr.store.changes`): a fresh process that finds no change
 touching the lane since that position searches from these two files without reading a row.
-After a few writes it patches them (:mod:`zkr.store.dense.cache`): the vectors written since
+After a few writes it patches them (:mod:`zkr.store.dense.patching`): the vectors written since
 the ``.bin`` go to ``<lane digest>.add`` (:func:`overlay_path`, the same format), named by
 the lane state together with the rows whose small columns in the ``.bin`` went stale.
 """
@@ -234,7 +234,7 @@ class LaneState:
     surviving rows' columns, the targets in target order (kinds and UTF-8 ids), the row →
     target pairs, raw Evidence targets' sources, and every stored row's target id (sorted).
 
-    After a patch (:mod:`zkr.store.dense.cache`), ``extra`` names the overlay file
+    After a patch (:mod:`zkr.store.dense.patching`), ``extra`` names the overlay file
     (:func:`overlay_path`) whose columns follow the vectors file's (a column number past the
     vectors file's size is one of the overlay's), and ``stale`` lists the rowids whose small
     columns in the vectors file are no longer to be trusted (written since it was saved).

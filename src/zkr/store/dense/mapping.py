@@ -148,42 +148,101 @@ class _Part:
             by_evidence.add(evidence_id, claim_id, live)
             if live and source_live:
                 citable.add(claim_id)
-        mapped_rows: list[tuple[int, list[Target]]] = []
+        # Most rows stand for their own target: a citable claim's row, and a mappable source
+        # or evidence row without any supporting link (stands_for: no claims, not linked ->
+        # itself). Those are handled as arrays; only linked captures go through the rule
+        # (:meth:`Support.targets`) one by one, and only Evidence targets and the Source
+        # targets of their captures through one_per_capture (the others cannot change it).
+        count = len(rows)
+        target_ids = [row.target_id for row in rows]
+        row_kinds = [row.kind for row in rows]
+        own = np.zeros(count, dtype=np.bool_)  # the row stands for its own target
+        linked_rows: list[tuple[int, list[Target]]] = []
         source_of: dict[str, str] = {}
         for position, row in enumerate(rows):
             target_id, kind = row.target_id, row.kind
             if kind == "claim":
-                mapped = [Target(TargetKind.CLAIM, target_id)] if target_id in citable else []
+                own[position] = target_id in citable
             elif not row.mappable:
-                mapped = []  # evidence whose source is not live; source without live evidence
+                continue  # evidence whose source is not live; source without live evidence
             elif kind == "source":
-                mapped = by_source.targets(TargetKind.SOURCE, target_id, hide_linked=True)
+                if target_id in by_source.claims:
+                    mapped = by_source.targets(TargetKind.SOURCE, target_id, hide_linked=True)
+                    if mapped:
+                        linked_rows.append((position, mapped))
+                else:
+                    own[position] = True
             else:
-                mapped = by_evidence.targets(TargetKind.EVIDENCE, target_id, hide_linked=True)
                 if row.capture is not None:
                     source_of[target_id] = row.capture
-            if mapped:
-                mapped_rows.append((position, mapped))
-        merged = one_per_capture((t for _, mapped in mapped_rows for t in mapped), source_of)
+                if target_id in by_evidence.claims:
+                    mapped = by_evidence.targets(TargetKind.EVIDENCE, target_id, hide_linked=True)
+                    if mapped:
+                        linked_rows.append((position, mapped))
+                else:
+                    own[position] = True
+        own_positions = np.flatnonzero(own)
+        folding: list[Target] = [t for _, mapped in linked_rows for t in mapped]
+        if source_of:
+            captures = set(source_of.values())
+            for position in own_positions.tolist():
+                kind, target_id = row_kinds[position], target_ids[position]
+                if kind == "evidence" or (kind == "source" and target_id in captures):
+                    folding.append(Target(TargetKind(kind), target_id))
+        merged = one_per_capture((t for t in folding if t.kind is not TargetKind.CLAIM), source_of)
+        kept: dict[str, str] = {}
+        # pairs of rows standing for their own (unfolded) target, as arrays
+        ids = id_array(target_ids)
+        ranks = np.asarray([_RANK_OF_KIND[kind] for kind in row_kinds], dtype=np.uint8)
+        if merged:
+            folded = {t.id for t in merged if t.kind is TargetKind.EVIDENCE}
+            own_list = own_positions.tolist()
+            keep_own = [
+                p for p in own_list if row_kinds[p] != "evidence" or target_ids[p] not in folded
+            ]
+            for p in own_list:
+                if row_kinds[p] == "evidence" and target_ids[p] in folded:
+                    linked_rows.append((p, [Target(TargetKind.EVIDENCE, target_ids[p])]))
+            own_positions = np.asarray(keep_own, dtype=np.int64)
+        for position in own_positions.tolist():
+            if row_kinds[position] == "evidence":
+                kept[target_ids[position]] = source_of[target_ids[position]]
         pair_rows: list[int] = []
         pair_keys: list[bytes] = []
-        kept: dict[str, str] = {}
-        for position, mapped in mapped_rows:
+        for position, mapped in linked_rows:
             for target in mapped:
                 target = merged.get(target, target)
                 if target.kind is TargetKind.EVIDENCE:
                     kept[target.id] = source_of[target.id]
                 pair_rows.append(position)
                 pair_keys.append(_key(TARGET_RANK[target.kind], target.id))
+        own_keys = _join(ranks[own_positions], ids[own_positions]) if len(own_positions) else None
+        all_rows = np.concatenate([own_positions.astype(np.int64), np.asarray(pair_rows, np.int64)])
+        listed_keys = _bytes(pair_keys) if pair_keys else None
+        all_keys = _concat_keys([k for k in (own_keys, listed_keys) if k is not None])
+        # pairs in row order (a row's targets in their order), as the rule lists them
+        order = np.argsort(all_rows, kind="stable")
         return cls(
             columns=np.asarray([row.column for row in rows], dtype=np.int64),
             rowids=np.asarray([row.rowid for row in rows], dtype=np.int64),
-            keys=_bytes([_key(ROW_ORDER[row.kind], row.target_id) for row in rows]),
+            keys=_join(np.asarray([ROW_ORDER[kind] for kind in row_kinds], dtype=np.uint8), ids)
+            if count
+            else _NO_IDS,
             caps=id_array([row.capture or "" for row in rows]),
-            pair_rows=np.asarray(pair_rows, dtype=np.int64),
-            pair_keys=_bytes(pair_keys),
+            pair_rows=all_rows[order],
+            pair_keys=all_keys[order] if len(all_keys) else _NO_IDS,
             source_of=kept,
         )
+
+
+_RANK_OF_KIND = {kind.value: rank for kind, rank in TARGET_RANK.items()}
+
+
+def _concat_keys(parts: list[npt.NDArray[np.bytes_]]) -> npt.NDArray[np.bytes_]:
+    if not parts:
+        return _NO_IDS
+    width = max(p.dtype.itemsize for p in parts)
+    return np.concatenate([p.astype(f"S{width}") for p in parts])
 
 
 def _key(rank: int, target_id: str) -> bytes:
@@ -264,7 +323,7 @@ def patch(
     ``derived.lane``'s configuration, §5.2 order), mapped with ``links``. Equal to
     :func:`derive` over the whole lane when every row whose mapping can have changed is
     removed and re-read, and with it every row of the same captures (what
-    :mod:`zkr.store.dense.cache` does); the lane must not change (its caller checks)."""
+    :mod:`zkr.store.dense.patching` does); the lane must not change (its caller checks)."""
     assert derived.lane is not None
     keep = ~removed
     target_of = np.repeat(

@@ -1,0 +1,108 @@
+"""The dense lane's caches per (connection, scope, model, version): what each holds
+(:class:`LaneCache`), the process-wide registry (least recently used first out), the signature
+that moves on every commit, and the lane's configuration without reading a vector
+(:func:`peek_lane`)."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from zkr.store import changes
+from zkr.store.dense.blocks import F32, Block, Entry
+from zkr.store.dense.mapping import Derived
+from zkr.store.driver import is_postgres
+from zkr.store.embeddings import lane as stored_lane
+from zkr.store.vectors import LaneConfig
+
+MAX_CACHED_LANES = 8
+"""Lane caches kept per process (least recently used first out)."""
+
+
+@dataclass
+class LaneCache:
+    conn: sqlite3.Connection  # held so that id(conn) cannot be reused while cached
+    scope: tuple[str, str, str, str]
+    signature: tuple[int, int] | None = None
+    entries: dict[int, Entry] = field(default_factory=dict)
+    blocks: dict[LaneConfig, Block] = field(default_factory=dict)
+    derived: Derived = field(default_factory=Derived)
+    file: Path | None = None  # the lane's vector file (zkr.store.vectorfile)
+    file_checked: bool = False
+    unsaved: int = 0  # vectors decoded since the file was last written
+    mark: changes.Mark | None = None  # the change-log position ``derived`` is valid for
+    token: str | None = None  # the vector file whose columns ``blocks`` are (None: diverged)
+    saved_mark: changes.Mark | None = None  # the position of the lane state file on disk
+    entries_loaded: bool = True  # False: entries are still in the vector file (fast start)
+    dirty: set[int] = field(default_factory=set)  # rowids the change log says were written
+    items: list[str] | None = None  # what the log holds since ``mark`` (when it was read)
+    extra: Block | None = None  # the overlay: lane vectors written since the vector file
+    extra_token: str = ""  # the overlay file holding ``extra`` ("" : none written)
+    stale: set[int] = field(default_factory=set)  # rowids written since the vector file
+    schema: int = -1  # PRAGMA schema_version when the rowids of ``derived`` were read
+
+    def segments(self, lane: LaneConfig) -> list[tuple[F32, F32]]:
+        """The lane's (matrix, norms) in column order: the vector file's block, then the
+        overlay, whose column numbers follow the block's."""
+        block = self.blocks[lane]
+        out = [(block.matrix[:, : block.size], block.norms[: block.size])]
+        if self.extra is not None and self.extra.size:
+            extra = self.extra
+            out.append((extra.matrix[:, : extra.size], extra.norms[: extra.size]))
+        return out
+
+
+CACHES: OrderedDict[tuple[int, str, str, str, str], LaneCache] = OrderedDict()
+CACHES_LOCK = threading.Lock()
+
+
+def clear_cache() -> None:
+    """Forget every cached lane (needed only after a hand-written SQL ``UPDATE`` that changes
+    ``embeddings.vector`` and nothing else in a row, in a file without the change log)."""
+    with CACHES_LOCK:
+        CACHES.clear()
+
+
+def _is_closed(conn: sqlite3.Connection) -> bool:
+    try:
+        conn.total_changes  # noqa: B018 - raises once the connection is closed
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def lane_cache(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneCache:
+    key = (id(conn), *scope)
+    with CACHES_LOCK:  # MemoryDb objects of other threads share the registry
+        cache = CACHES.get(key)
+        if cache is not None and cache.conn is conn:
+            CACHES.move_to_end(key)
+            return cache
+        for stale in [k for k, c in CACHES.items() if _is_closed(c.conn)]:
+            del CACHES[stale]
+        cache = LaneCache(conn, scope)
+        CACHES[key] = cache
+        while len(CACHES) > MAX_CACHED_LANES:
+            CACHES.popitem(last=False)
+        return cache
+
+
+def signature(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Moves whenever any connection, this one included, commits a change to the file."""
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return (int(row[0]), conn.total_changes)
+
+
+def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneConfig | None:
+    """The lane's configuration (§9.3) without reading any vector: from the cache when it is
+    current, else from a few index seeks (:func:`zkr.store.embeddings.lane`)."""
+    if is_postgres(conn):
+        return stored_lane(conn, *scope)
+    with CACHES_LOCK:
+        cache = CACHES.get((id(conn), *scope))
+    if cache is not None and cache.conn is conn and cache.signature == signature(conn):
+        return cache.derived.lane
+    return stored_lane(conn, *scope)

@@ -1,0 +1,115 @@
+"""The SQL by which the dense lane's cache reads a lane's rows (spec/retrieval.md §5.2, §5.4,
+§9.1): per target kind, every row's small columns (never the vector text) with its target's
+revision, text and mappability; the same restricted to some targets (a patch); the captures a
+patch widens its targets to; the targets of written rows."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """``PRAGMA schema_version`` (a VACUUM, which may renumber rowids, moves it)."""
+    return int(conn.execute("PRAGMA schema_version").fetchone()[0])
+
+
+# One query per target kind, in §5.2 row order (target_kind, then target_id; the
+# zkr_embeddings_rows index serves each part in order, reading no row's vector). Each row
+# carries: its small columns; the target's §9.1 revision and text (NULL when the target is
+# not live); for §5.4, whether the target can be mapped at all (evidence: source live; source:
+# has live evidence; claims: see eligibility.LIVE_LINKS_SQL).
+_ROW_COLUMNS = (
+    "em.rowid, em.target_kind, em.target_id, em.dimension, em.normalization, em.distance,"
+    " em.target_revision, em.input_hash, em.created_at"
+)
+_LANE = "em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
+
+
+def _rows_sql(kind: str, target: str, revision: str, text: str, mappable: str, capture: str) -> str:
+    """The lane's rows of one target ``kind`` with their ``target`` (a LEFT JOIN: NULL columns
+    when it is not live); ``{only}`` is where a patch restricts them to some target ids."""
+    return f"""
+SELECT {_ROW_COLUMNS}, {revision}, {text}, {mappable}, {capture}
+FROM embeddings em
+LEFT JOIN {target}
+WHERE {_LANE} AND em.target_kind = '{kind}'{{only}}
+ORDER BY em.target_id"""
+
+
+_ROWS_TEMPLATES = (
+    (
+        "claim",
+        _rows_sql(
+            "claim",
+            f"claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p"
+            f" AND {LIVE_CLAIM}",
+            "c.recorded_from",
+            "c.subject || ' ' || c.predicate || ' ' || c.value",
+            "1",
+            "NULL",
+        ),
+    ),
+    (
+        "evidence",
+        _rows_sql(
+            "evidence",
+            f"evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p"
+            f" AND {LIVE_EVIDENCE}",
+            "e.source_revision",
+            "e.quote",
+            "EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t"
+            f" AND s.person_id = :p AND {LIVE_SOURCE})",
+            "e.source_id",
+        ),
+    ),
+    (
+        "source",
+        _rows_sql(
+            "source",
+            f"sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p"
+            f" AND {LIVE_SOURCE}",
+            "s.revision",
+            "s.content",
+            "EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t"
+            f" AND e.person_id = :p AND {LIVE_EVIDENCE})",
+            "NULL",
+        ),
+    ),
+)
+
+
+PATCH_SQL = tuple(
+    (kind, sql.replace("{only}", " AND em.target_id IN (SELECT value FROM json_each(:ids))"))
+    for kind, sql in _ROWS_TEMPLATES
+)
+ROWS_SQL = tuple((kind, sql.replace("{only}", "")) for kind, sql in _ROWS_TEMPLATES)
+
+
+# A patch re-reads whole captures (spec/retrieval.md §14 #12 folding looks at every Evidence
+# target of a source and at the Source target): the given ids, the sources of those that are
+# evidence of the scope, and every evidence of the scope of all those sources.
+CAPTURES_SQL = """
+WITH ids(id) AS (SELECT value FROM json_each(:ids)),
+caps(id) AS (
+  SELECT id FROM ids
+  UNION SELECT e.source_id FROM ids CROSS JOIN evidence e
+    ON e.id = ids.id AND e.tenant_id = :t AND e.person_id = :p
+)
+SELECT id FROM caps
+UNION SELECT e.id FROM caps CROSS JOIN evidence e
+  ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = caps.id
+"""
+
+# The lane's rows that a patch names: written rows (by rowid) to learn their targets.
+WRITTEN_SQL = (
+    "SELECT em.target_id FROM embeddings em WHERE em.rowid IN (SELECT value FROM json_each(:rows))"
+    " AND em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
+)
+
+
+PG_VERSIONS_SQL = """
+SELECT rowid, CAST(xmin AS TEXT) FROM embeddings
+WHERE tenant_id = ? AND person_id = ? AND model = ? AND version = ?"""
+"""PostgreSQL only: each lane row's tuple version."""
