@@ -456,3 +456,31 @@ def test_deeply_nested_json_is_an_error_not_a_crash(tmp_path: Path) -> None:
     assert (summary["stored"], summary["failed"]) == (1, 1)
     assert summary["errors"] == [{"error": "not valid JSON: nested too deeply", "line": 2}]
     assert [text for text, _, _ in contents(db_path)] == [f"user: a{sep}b"]
+
+
+def test_iso_times_without_offset_are_utc_wherever_imported(tmp_path: Path) -> None:
+    """A naive ISO 8601 time is UTC, not the importing machine's zone: the same file gives the
+    same times on every machine, and importing it again elsewhere replays instead of failing
+    every turn with an ingestion-key conflict."""
+    file = tmp_path / "turns.jsonl"
+    row: dict[str, Any] = {
+        "conversation_id": "s",
+        "id": 1,
+        "text": "Booked Porto",
+        "created_at": "2026-05-01T10:00",
+    }
+    file.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    argv = ["import", "--db", db_path, "--tenant", T, "--person", P, str(file)]
+    summaries = []
+    for zone in ("America/New_York", "Asia/Tokyo"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", *argv],
+            capture_output=True,
+            timeout=120,
+            check=True,
+            env={**os.environ, "TZ": zone},
+        )
+        summaries.append(json.loads(proc.stdout))
+    assert [(s["stored"], s["replayed"], s["failed"]) for s in summaries] == [(1, 0, 0), (0, 1, 0)]
+    assert contents(db_path) == [("user: Booked Porto", 1777629600, "jsonl:s:1")]

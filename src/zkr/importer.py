@@ -29,10 +29,10 @@ value with more lines after it) jsonl):
   ``created_at``, fractions of a second truncated). Key ``claude:CONV:MESSAGE``.
 * ``jsonl`` — one JSON object per line: ``text`` (or ``content``, a string), optional ``role``
   (a string), ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (whole
-  Unix seconds or an ISO 8601 string; ``1.7`` or an unreadable time fails that line, no time
-  counts it ``undated``). Key ``jsonl:CONV:ID``, or ``jsonl:sha256(...)`` of the line's fields
-  when it has no id. A line that is not such an object fails alone; a file with no JSON object
-  line at all is refused.
+  Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` or an unreadable time
+  fails that line, no time counts it ``undated``). Key ``jsonl:CONV:ID``, or
+  ``jsonl:sha256(...)`` of the line's fields when it has no id. A line that is not such an
+  object fails alone; a file with no JSON object line at all is refused.
 
 A chatgpt or claude file must be a JSON array of conversations (or one conversation) of which at
 least one has the format's ``mapping`` / ``chat_messages``; otherwise (say ``--format claude`` on
@@ -46,7 +46,7 @@ import json
 import math
 import sys
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
 from zkr.codec import cli_dumps
@@ -74,9 +74,16 @@ class Turn(NamedTuple):
 
 
 def _iso_seconds(value: str) -> int | None:
-    """An ISO 8601 string as integer Unix seconds (fraction truncated), ``None`` if unreadable."""
+    """An ISO 8601 string as integer Unix seconds (fraction truncated), ``None`` if unreadable.
+
+    A time without an offset (``2026-05-01T10:00:00``) is UTC, never the machine's local zone:
+    the same file must give the same times (and ingestion payloads) wherever it is imported.
+    """
     try:
-        return int(datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp())
+        at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        return int(at.timestamp())
     except (ValueError, OverflowError, OSError):
         return None
 
