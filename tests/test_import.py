@@ -484,3 +484,18 @@ def test_iso_times_without_offset_are_utc_wherever_imported(tmp_path: Path) -> N
         summaries.append(json.loads(proc.stdout))
     assert [(s["stored"], s["replayed"], s["failed"]) for s in summaries] == [(1, 0, 0), (0, 1, 0)]
     assert contents(db_path) == [("user: Booked Porto", 1777629600, "jsonl:s:1")]
+
+
+def test_a_null_created_at_falls_back_to_timestamp(tmp_path: Path) -> None:
+    """``created_at``/``timestamp``: a line whose ``created_at`` is null uses its ``timestamp``
+    instead of being skipped as undated."""
+    file = tmp_path / "turns.jsonl"
+    rows = [
+        {"id": "a", "text": "Dentist on Friday", "created_at": None, "timestamp": 1714200000},
+        {"id": "b", "text": "no time", "created_at": None},
+    ]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["undated"], summary["failed"]) == (1, 1, 0)
+    assert contents(db_path) == [("user: Dentist on Friday", 1714200000, "jsonl::a")]

@@ -227,7 +227,7 @@ def _jsonl_turn(number: int, line: str) -> Turn:
     elif not isinstance(role, str):
         raise ValueError("field `role` must be a string")
     role = role or "user"
-    name = "created_at" if "created_at" in item else "timestamp"
+    name = "created_at" if item.get("created_at") is not None else "timestamp"
     at = _jsonl_seconds(name, item.get(name))
     conv = item.get("conversation_id")
     if item.get("id") is not None:
