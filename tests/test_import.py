@@ -499,3 +499,26 @@ def test_a_null_created_at_falls_back_to_timestamp(tmp_path: Path) -> None:
     summary = run_import(db_path, file).json()
     assert (summary["stored"], summary["undated"], summary["failed"]) == (1, 1, 0)
     assert contents(db_path) == [("user: Dentist on Friday", 1714200000, "jsonl::a")]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_summary_that_cannot_be_written_says_so_and_the_turns_stand(tmp_path: Path) -> None:
+    """The summary is written after the turns are stored: a full disk on stdout is the CLI's
+    ``cannot write the response`` error (not an internal error), and the import stands."""
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    argv = ["import", "--db", db_path, "--tenant", T, "--person", P, str(files["jsonl"])]
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: No space left on device"}'
+    ]
+    assert len(contents(db_path)) == 3
+    assert run_import(db_path, files["jsonl"]).json()["replayed"] == 3

@@ -51,6 +51,7 @@ from typing import Any, NamedTuple, TextIO
 
 from zkr.codec import cli_dumps
 from zkr.errors import RequestError, ZkrError
+from zkr.output import respond
 
 FORMATS = ("auto", "chatgpt", "claude", "jsonl")
 BATCH = 500
@@ -426,8 +427,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
     if argv in (["--help"], ["-h"], ["help"]):
-        out.write(__doc__ or "")
-        return 0
+        return respond(out, err, __doc__ or "")
     from zkr.memory import MemoryDb
     from zkr.text import require_scope
 
@@ -451,5 +451,6 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     except ZkrError as exc:
         err.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
-    out.write(cli_dumps({"format": fmt, **summary}) + "\n")
-    return 0
+    # the turns are stored: a stdout that fails is reported as such (zkr.output), and importing
+    # the file again replays them
+    return respond(out, err, cli_dumps({"format": fmt, **summary}) + "\n")
