@@ -372,3 +372,21 @@ def test_help_to_a_full_disk_is_one_clear_error() -> None:
     assert proc.stderr.decode().splitlines() == [
         '{"error":"cannot write the response to stdout: No space left on device"}'
     ]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+@pytest.mark.parametrize("argv", [["import", "--help"], ["serve", "--help"]])
+def test_mode_help_to_a_full_disk_is_one_clear_error(argv: list[str]) -> None:
+    """``zkr import --help`` and ``zkr serve --help`` write through the same rule as every
+    answer (zkr.output): no ``internal error``."""
+    import subprocess
+    import sys
+
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", *argv], stdout=full, stderr=subprocess.PIPE
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: No space left on device"}'
+    ]

@@ -456,3 +456,69 @@ def test_deeply_nested_json_is_an_error_not_a_crash(tmp_path: Path) -> None:
     assert (summary["stored"], summary["failed"]) == (1, 1)
     assert summary["errors"] == [{"error": "not valid JSON: nested too deeply", "line": 2}]
     assert [text for text, _, _ in contents(db_path)] == [f"user: a{sep}b"]
+
+
+def test_iso_times_without_offset_are_utc_wherever_imported(tmp_path: Path) -> None:
+    """A naive ISO 8601 time is UTC, not the importing machine's zone: the same file gives the
+    same times on every machine, and importing it again elsewhere replays instead of failing
+    every turn with an ingestion-key conflict."""
+    file = tmp_path / "turns.jsonl"
+    row: dict[str, Any] = {
+        "conversation_id": "s",
+        "id": 1,
+        "text": "Booked Porto",
+        "created_at": "2026-05-01T10:00",
+    }
+    file.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    argv = ["import", "--db", db_path, "--tenant", T, "--person", P, str(file)]
+    summaries = []
+    for zone in ("America/New_York", "Asia/Tokyo"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", *argv],
+            capture_output=True,
+            timeout=120,
+            check=True,
+            env={**os.environ, "TZ": zone},
+        )
+        summaries.append(json.loads(proc.stdout))
+    assert [(s["stored"], s["replayed"], s["failed"]) for s in summaries] == [(1, 0, 0), (0, 1, 0)]
+    assert contents(db_path) == [("user: Booked Porto", 1777629600, "jsonl:s:1")]
+
+
+def test_a_null_created_at_falls_back_to_timestamp(tmp_path: Path) -> None:
+    """``created_at``/``timestamp``: a line whose ``created_at`` is null uses its ``timestamp``
+    instead of being skipped as undated."""
+    file = tmp_path / "turns.jsonl"
+    rows = [
+        {"id": "a", "text": "Dentist on Friday", "created_at": None, "timestamp": 1714200000},
+        {"id": "b", "text": "no time", "created_at": None},
+    ]
+    file.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["undated"], summary["failed"]) == (1, 1, 0)
+    assert contents(db_path) == [("user: Dentist on Friday", 1714200000, "jsonl::a")]
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_summary_that_cannot_be_written_says_so_and_the_turns_stand(tmp_path: Path) -> None:
+    """The summary is written after the turns are stored: a full disk on stdout is the CLI's
+    ``cannot write the response`` error (not an internal error), and the import stands."""
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    argv = ["import", "--db", db_path, "--tenant", T, "--person", P, str(files["jsonl"])]
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.run(
+            [sys.executable, "-m", "zkr", *argv],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            timeout=120,
+            check=False,
+        )
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        '{"error":"cannot write the response to stdout: No space left on device"}'
+    ]
+    assert len(contents(db_path)) == 3
+    assert run_import(db_path, files["jsonl"]).json()["replayed"] == 3

@@ -253,3 +253,15 @@ def test_the_cli_never_imports_the_sdk(db_path: str) -> None:
         [sys.executable, "-c", SCRIPT, db_path], capture_output=True, check=True, timeout=60
     )
     assert json.loads(out.stdout) == []
+
+
+def test_a_port_in_use_is_one_error(db_path: str) -> None:
+    """``--http`` on a port another process listens on: one envelope, exit 1 (the HTTP server
+    would log a plain-text line and exit 3)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = cli(None, argv=["mcp", "--db", db_path, "--http", "--port", str(port)])
+        message = result.error()
+    assert message == f"cannot listen on 127.0.0.1:{port}: Address already in use"

@@ -9,7 +9,6 @@ Any failure prints ``{"error": MESSAGE}`` on stderr and exits 1.
 from __future__ import annotations
 
 import io
-import os
 import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO, NamedTuple
@@ -18,6 +17,7 @@ from zkr import model
 from zkr.codec import cli_dumps, parse_json
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
+from zkr.output import respond
 
 REQUEST_LIMIT = 1_048_576
 USAGE = "usage: zkr --db PATH COMMAND (use --help)"
@@ -304,50 +304,6 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         stderr.write(cli_dumps({"error": "request nesting is too deep"}) + "\n")
         return 1
     return respond(stdout, stderr, cli_dumps(result) + "\n")
-
-
-def respond(stdout: Any, stderr: Any, text: str) -> int:
-    """Write the whole answer to stdout, or report why not (exit status 1).
-
-    A full disk or a reader that went away becomes one error envelope; the command itself has
-    already taken effect. A stream with a file descriptor is written with ``os.write`` until
-    every byte is out, because an unbuffered text stream (``PYTHONUNBUFFERED=1``) would drop
-    the rest of a short write without an error.
-    """
-    try:
-        _write_all(stdout, text)
-    except OSError as exc:
-        stderr.write(
-            cli_dumps({"error": f"cannot write the response to stdout: {exc.strerror or exc}"})
-            + "\n"
-        )
-        _discard_output(stdout)
-        return 1
-    return 0
-
-
-def _write_all(stream: Any, text: str) -> None:
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: an in-memory stream
-        stream.write(text)
-        stream.flush()
-        return
-    stream.flush()
-    view = memoryview(text.encode("utf-8"))
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _discard_output(stream: Any) -> None:
-    """Point a failed stdout at /dev/null so the interpreter's final flush stays quiet."""
-    try:
-        fd = stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, fd)
-    os.close(devnull)
 
 
 def main(argv: list[str] | None = None) -> int:

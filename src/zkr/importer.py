@@ -29,10 +29,10 @@ value with more lines after it) jsonl):
   ``created_at``, fractions of a second truncated). Key ``claude:CONV:MESSAGE``.
 * ``jsonl`` — one JSON object per line: ``text`` (or ``content``, a string), optional ``role``
   (a string), ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (whole
-  Unix seconds or an ISO 8601 string; ``1.7`` or an unreadable time fails that line, no time
-  counts it ``undated``). Key ``jsonl:CONV:ID``, or ``jsonl:sha256(...)`` of the line's fields
-  when it has no id. A line that is not such an object fails alone; a file with no JSON object
-  line at all is refused.
+  Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` or an unreadable time
+  fails that line, no time counts it ``undated``). Key ``jsonl:CONV:ID``, or
+  ``jsonl:sha256(...)`` of the line's fields when it has no id. A line that is not such an
+  object fails alone; a file with no JSON object line at all is refused.
 
 A chatgpt or claude file must be a JSON array of conversations (or one conversation) of which at
 least one has the format's ``mapping`` / ``chat_messages``; otherwise (say ``--format claude`` on
@@ -46,11 +46,12 @@ import json
 import math
 import sys
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
 from zkr.codec import cli_dumps
 from zkr.errors import RequestError, ZkrError
+from zkr.output import respond
 
 FORMATS = ("auto", "chatgpt", "claude", "jsonl")
 BATCH = 500
@@ -74,9 +75,16 @@ class Turn(NamedTuple):
 
 
 def _iso_seconds(value: str) -> int | None:
-    """An ISO 8601 string as integer Unix seconds (fraction truncated), ``None`` if unreadable."""
+    """An ISO 8601 string as integer Unix seconds (fraction truncated), ``None`` if unreadable.
+
+    A time without an offset (``2026-05-01T10:00:00``) is UTC, never the machine's local zone:
+    the same file must give the same times (and ingestion payloads) wherever it is imported.
+    """
     try:
-        return int(datetime.fromisoformat(value.strip().replace("Z", "+00:00")).timestamp())
+        at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        if at.tzinfo is None:
+            at = at.replace(tzinfo=UTC)
+        return int(at.timestamp())
     except (ValueError, OverflowError, OSError):
         return None
 
@@ -220,7 +228,7 @@ def _jsonl_turn(number: int, line: str) -> Turn:
     elif not isinstance(role, str):
         raise ValueError("field `role` must be a string")
     role = role or "user"
-    name = "created_at" if "created_at" in item else "timestamp"
+    name = "created_at" if item.get("created_at") is not None else "timestamp"
     at = _jsonl_seconds(name, item.get(name))
     conv = item.get("conversation_id")
     if item.get("id") is not None:
@@ -419,8 +427,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
     if argv in (["--help"], ["-h"], ["help"]):
-        out.write(__doc__ or "")
-        return 0
+        return respond(out, err, __doc__ or "")
     from zkr.memory import MemoryDb
     from zkr.text import require_scope
 
@@ -444,5 +451,6 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     except ZkrError as exc:
         err.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
-    out.write(cli_dumps({"format": fmt, **summary}) + "\n")
-    return 0
+    # the turns are stored: a stdout that fails is reported as such (zkr.output), and importing
+    # the file again replays them
+    return respond(out, err, cli_dumps({"format": fmt, **summary}) + "\n")

@@ -9,8 +9,9 @@ Options (flags win over the environment)::
     --host H, --port N     loopback only (127.0.0.1 by default, or ::1 / localhost); 8765
 
 This module stays importable without the SDK: it checks for it, then loads
-:mod:`zkr.mcp_tools`. A bad command line, a missing SDK or an unopenable file is one
-``{"error"}`` line on stderr and exit status 1, as for any CLI call.
+:mod:`zkr.mcp_tools`. A bad command line, a missing SDK, an HTTP address that cannot be listened
+on (a port in use) or an unopenable file is one ``{"error"}`` line on stderr and exit status 1,
+as for any CLI call.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 from typing import NamedTuple, NoReturn
 
@@ -83,6 +85,20 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def check_listen(host: str, port: int) -> None:
+    """Raise :class:`RequestError` when ``host``:``port`` cannot be listened on (a port in use,
+    an address this machine lacks), checked the way the HTTP server binds (IPv6 for a host with
+    a colon, ``SO_REUSEADDR``) so its failure is one error envelope instead of its log line and
+    exit status 3. A port taken between this check and the server's bind still fails there."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind((host, port))
+    except OSError as exc:
+        raise RequestError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def main(argv: list[str]) -> int:
     """Run the server until its client disconnects (stdio) or it is interrupted (HTTP)."""
     try:
@@ -91,6 +107,8 @@ def main(argv: list[str]) -> int:
             from zkr import mcp_tools
         except ImportError:
             raise RequestError(MISSING_SDK) from None
+        if options.http:
+            check_listen(options.host, options.port)
         from zkr.memory import MemoryDb
 
         database = MemoryDb.open(options.db)

@@ -39,10 +39,11 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, BinaryIO
 
-from zkr.cli import REQUEST_LIMIT, _write_all, dispatch
+from zkr.cli import REQUEST_LIMIT, dispatch
 from zkr.codec import Fields, _describe, canonical, cli_dumps, parse_json
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
+from zkr.output import respond, write_all
 
 LINE_LIMIT = REQUEST_LIMIT + 65_536
 """Longest accepted request line in bytes, without its newline (1 MiB request + envelope)."""
@@ -203,7 +204,7 @@ def serve(database: MemoryDb, stdin: BinaryIO, stdout: Any, wake_fd: int | None 
         else:
             response = answer(database, line)
         try:
-            _write_all(stdout, response + "\n")
+            write_all(stdout, response + "\n")
         except OSError as exc:
             message = f"cannot write the response to stdout: {exc.strerror or exc}"
             sys.stderr.write(cli_dumps({"error": message}) + "\n")
@@ -224,8 +225,7 @@ def main(argv: list[str]) -> int:
     SIGTERM. A bad command line or an unopenable file is one ``{"error"}`` line on stderr and
     exit status 1, as for any CLI call."""
     if argv in (["--help"], ["-h"], ["help"]):
-        sys.stdout.write(HELP)
-        return 0
+        return respond(sys.stdout, sys.stderr, HELP)
     try:
         path = _parse_args(argv)
         database = MemoryDb.open(path)
