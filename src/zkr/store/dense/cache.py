@@ -55,7 +55,7 @@ from zkr.store import changes, vectorfile
 from zkr.store.dense.decode import decode_texts
 from zkr.store.dense.kernels import sequential_norms
 from zkr.store.dense.mapping import Derived, Row, derive, id_array, patch, split_keys
-from zkr.store.driver import is_postgres
+from zkr.store.driver import change_mark, is_postgres
 from zkr.store.eligibility import (
     LIVE_CLAIM,
     LIVE_EVIDENCE,
@@ -226,9 +226,9 @@ def _lane_cache(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> _
 
 
 def signature(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Moves whenever any connection, this one included, commits a change to the file."""
-    row = conn.execute("PRAGMA data_version").fetchone()
-    return (int(row[0]), conn.total_changes)
+    """Moves whenever any connection, this one included, commits a change to the file
+    (:func:`zkr.store.driver.change_mark`)."""
+    return change_mark(conn)
 
 
 def state(
