@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tests.conftest import P, T, remember
 from zkr import MemoryDb
-from zkr.model import ExportRequest, SearchRequest
+from zkr.model import DeleteRequest, EraseRequest, ExportRequest, SearchRequest
 
 
 def found(db: MemoryDb, query: str) -> list[str]:
@@ -120,3 +120,29 @@ def test_a_locked_file_is_searched_with_what_is_indexed(db: MemoryDb, db_path: s
         other.execute("ROLLBACK")
         other.close()
     assert sorted(found(db, "tulip")) == ["tulip bulbs ordered", "tulips in the front garden"]
+
+
+def test_the_index_check_is_skipped_only_while_nothing_was_committed(
+    db: MemoryDb, db_path: str
+) -> None:
+    """A long-lived handle (``zkr serve``) checks the index's tables and queue again after any
+    commit: its own writes, another connection's (a schema change alone included), ``erase``."""
+    first = remember(db, "kayak on the lake at dawn")
+    assert found(db, "kayak") == ["kayak on the lake at dawn"]  # drains the queue
+    assert found(db, "kayak") == ["kayak on the lake at dawn"]  # sees the index current
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    assert found(db, "kayak") == ["kayak on the lake at dawn"]
+    db.conn.set_trace_callback(None)
+    assert not [s for s in statements if "sqlite_master" in s or "zkr_search_queue" in s]
+    remember(db, "kayak paddles in the shed")  # this connection's own write
+    assert len(found(db, "kayak")) == 2
+    other = sqlite3.connect(db_path)
+    with other:  # another connection changes the schema only: the index is gone
+        other.execute("DROP TABLE zkr_fts")
+    other.close()
+    assert len(found(db, "kayak")) == 2
+    db.delete(DeleteRequest(T, P, first.source_id, 20))
+    db.erase(EraseRequest(T, P, dry_run=False))  # drops the index on this connection
+    assert found(db, "kayak") == ["kayak paddles in the shed"]
+    assert "zkr_search_queue" in zkr_objects(db_path)

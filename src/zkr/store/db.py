@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from typing import cast
 
 from zkr.errors import StorageError, ZkrError
-from zkr.store.driver import DRIVER_ERRORS, is_postgres, rollback, storage_error
+from zkr.store.driver import DRIVER_ERRORS, Connection, is_postgres, rollback, storage_error
 
 __all__ = ["DRIVER_ERRORS", "connect", "read_tx", "rollback", "storage_error", "write_tx"]
 
@@ -72,6 +72,7 @@ def connect(path: str) -> sqlite3.Connection:
             isolation_level=None,
             check_same_thread=False,
             uri=path.startswith("file:"),
+            factory=Connection,
         )
     except DRIVER_ERRORS as exc:
         raise StorageError(f"{storage_error(exc)}: {path}") from None

@@ -16,6 +16,27 @@ DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeDecodeError)
 """What the driver raises: its own errors, and a failure to decode SQLite's error message."""
 
 
+class Connection(sqlite3.Connection):
+    """The ``sqlite3`` connection :func:`zkr.store.db.connect` opens: a plain
+    ``sqlite3.Connection`` with room for what one connection remembers between calls.
+
+    ``search_ready``: the connection's :func:`change_mark` when zkr's search index was last
+    seen current (:func:`zkr.store.search_index.ensure_current`), or ``None``. Store code reads
+    it with ``getattr`` so any other connection (a bare ``sqlite3.connect``, PostgreSQL's
+    adapter) simply never skips a check.
+    """
+
+    search_ready: tuple[int, int] | None = None
+
+
+def change_mark(conn: sqlite3.Connection) -> tuple[int, int]:
+    """``(PRAGMA data_version, total_changes)``: moves whenever any connection, this one
+    included, commits a change to the file (other connections' commits move the first, this
+    connection's inserts, updates and deletes, trigger programs included, the second)."""
+    row = conn.execute("PRAGMA data_version").fetchone()
+    return (int(row[0]), conn.total_changes)
+
+
 def storage_error(exc: Exception) -> StorageError:
     """A driver failure (one of :data:`DRIVER_ERRORS`) as a :class:`StorageError`.
 

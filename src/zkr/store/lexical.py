@@ -157,10 +157,11 @@ SELECT rowid, bm25(zkr_fts) FROM zkr_fts WHERE zkr_fts MATCH :expr AND rowid BET
 _LABELLED_SQL = """
 SELECT rowid FROM zkr_fts WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi
 """
-# Documents -> (kind, target id, terms).
+# Documents -> (kind, target id, terms), read from the index's content table (c0 body, c1
+# kind, c2 target, c3 scope; zkr.store.search_index) by rowid, not through FTS5's cursor.
 _RESOLVE_SQL = """
-SELECT h.value, f.kind, f.target, f.body
-FROM json_each(:rowids) AS h CROSS JOIN zkr_fts AS f ON f.rowid = h.value
+SELECT h.value, f.c1, f.c2, f.c0
+FROM json_each(:rowids) AS h CROSS JOIN zkr_fts_content AS f ON f.id = h.value
 """
 
 # A claim found by its own words stands for itself when it is live and citable (spec/retrieval.md
@@ -180,15 +181,14 @@ WHERE {VISIBLE_CLAIM} AND {CLAIM_CITATION_AS_OF} IS NOT NULL
 # within SPAN rowids: the memories written just before and after it (conversation turns).
 _NEIGHBOURS_SQL = """
 SELECT h.value,
-  (SELECT json_group_array(rowid) FROM (
-     SELECT f.rowid FROM zkr_fts AS f
-     WHERE f.rowid < h.value AND f.rowid >= h.value - :span AND f.scope = :tag
-     ORDER BY f.rowid DESC LIMIT :w)),
-  (SELECT json_group_array(rowid) FROM (
-     SELECT f.rowid FROM zkr_fts AS f
-     WHERE f.rowid > h.value AND f.rowid <= h.value + :span AND f.rowid < :claims
-       AND f.scope = :tag
-     ORDER BY f.rowid LIMIT :w))
+  (SELECT json_group_array(id) FROM (
+     SELECT f.id FROM zkr_fts_content AS f
+     WHERE f.id < h.value AND f.id >= h.value - :span AND f.c3 = :tag
+     ORDER BY f.id DESC LIMIT :w)),
+  (SELECT json_group_array(id) FROM (
+     SELECT f.id FROM zkr_fts_content AS f
+     WHERE f.id > h.value AND f.id <= h.value + :span AND f.id < :claims AND f.c3 = :tag
+     ORDER BY f.id LIMIT :w))
 FROM json_each(:rowids) AS h
 """
 
@@ -247,7 +247,7 @@ class SqliteIndex:
         else:
             params = {"expr": expr, "lo": lo, "hi": hi, "n": n}
             rows = self.conn.execute(_SCORED_SQL, params).fetchall()
-        return [(rowid, bm25) for rowid, bm25 in rows]
+        return rows  # (rowid, bm25) tuples as they come
 
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         params = {"expr": _quote(term), "lo": lo, "hi": hi, "n": n}
@@ -323,8 +323,9 @@ class _Lane:
         if rowid not in self._points:
             assert self.plan is not None
             body = self.docs[rowid][2].split()
+            counts = {term: body.count(term) for term, _ in self.plan.weights}
             self._points[rowid] = relevance.basis_points(
-                self.plan.weights, Counter(body), len(body), self.plan.avg_length
+                self.plan.weights, counts, len(body), self.plan.avg_length
             )
         return self._points[rowid]
 
@@ -415,7 +416,7 @@ class _Lane:
 
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
         boosted = {rowid: score * self._boost(rowid) for rowid, score in scores.items()}
-        order = sorted(boosted, key=lambda rowid: (-boosted[rowid], -rowid))
+        order = _best_first(boosted)
         # Check best-first until the checked documents give `cut` targets and LIFTERS
         # eligible sources: a document left unchecked scores no more than every checked one.
         checked = 0
@@ -449,8 +450,25 @@ class _Lane:
         }
         # ties (equal bm25 on the informative terms) go to the document matching more of the
         # query, common words included, then to the newest
-        eligible.sort(key=lambda r: (-self.final[r], -self.points(r), -(r % CLAIM_BASE), r))
+        # (a document's points are needed only where its lifted score is tied)
+        tied = {score for score, n in Counter(self.final.values()).items() if n > 1}
+        eligible.sort(
+            key=lambda r: (
+                -self.final[r],
+                -self.points(r) if self.final[r] in tied else 0,
+                -(r % CLAIM_BASE),
+                r,
+            )
+        )
         return eligible
+
+
+def _best_first(scores: dict[int, float]) -> list[int]:
+    """Documents by score descending, then rowid descending (newest first): the order of
+    ``sorted(scores, key=lambda r: (-scores[r], -r))``, as two stable sorts on plain keys."""
+    order = sorted(scores, reverse=True)
+    order.sort(key=scores.__getitem__, reverse=True)
+    return order
 
 
 def lexical_search(
@@ -477,6 +495,8 @@ def lexical_search(
     lane.plan = plan
     best: dict[Target, int] = {}
     for rowid in lane.scored(plan, cut):
+        if len(best) >= cut and not any(target in best for target in lane.targets[rowid]):
+            continue  # it can neither add a target nor raise one's relevance
         points = lane.points(rowid)
         for target in lane.targets[rowid]:
             if target in best:

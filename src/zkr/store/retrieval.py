@@ -10,7 +10,9 @@ evidence id; ``gaps`` is ``["no cited memory matched"]`` exactly when there are 
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Sequence
 
 from zkr.errors import NotFound, StorageError
 from zkr.model import (
@@ -79,10 +81,7 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     with read_tx(conn):
         ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
         if query_embedding is None or req.as_of is not None:
-            items = [
-                materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
-                for target, points in ranked[:limit]
-            ]
+            items = materialize_all(conn, req.tenant_id, req.person_id, ranked[:limit], req.as_of)
             return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
         from zkr.store import dense, embedconfig, fusion  # numpy: only hybrid searches
 
@@ -92,10 +91,7 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         )
         calibration = embedconfig.calibration(conn, query_embedding)
         fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
-        items = [
-            materialize(conn, req.tenant_id, req.person_id, target, points, req.as_of)
-            for target, points in fused
-        ]
+        items = materialize_all(conn, req.tenant_id, req.person_id, fused, req.as_of)
     return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
 
 
@@ -133,27 +129,45 @@ def get(conn: sqlite3.Connection, req: GetRequest) -> RetrievalItem:
         return materialize(conn, req.tenant_id, req.person_id, req.target, FULL_RELEVANCE, None)
 
 
-# Materialisation (spec/retrieval.md §7): excerpt text and the smallest qualifying evidence id.
+# Materialisation (spec/retrieval.md §7): excerpt text and the smallest qualifying evidence id
+# of the targets of one kind listed by {ids}: a one-column ``h.value`` relation (_LISTS).
 _CLAIM_LIVE_SQL = f"""
-SELECT c.subject, c.predicate, c.value, {CLAIM_CITATION}
-FROM claims c WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p AND {LIVE_CLAIM}
+SELECT c.id, c.subject, c.predicate, c.value, {CLAIM_CITATION}
+FROM {{ids}} CROSS JOIN claims c ON c.id = h.value AND c.tenant_id = :t AND c.person_id = :p
+WHERE {LIVE_CLAIM}
 """
 # Historical claim targets (§4): visible at (:v, :r), citing evidence eligible then.
 _CLAIM_AS_OF_SQL = f"""
-SELECT c.subject, c.predicate, c.value, {CLAIM_CITATION_AS_OF}
-FROM claims c WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p AND {VISIBLE_CLAIM}
+SELECT c.id, c.subject, c.predicate, c.value, {CLAIM_CITATION_AS_OF}
+FROM {{ids}} CROSS JOIN claims c ON c.id = h.value AND c.tenant_id = :t AND c.person_id = :p
+WHERE {VISIBLE_CLAIM}
 """
 # Source targets use the live rules in both modes (§4 last sentence).
 _SOURCE_SQL = f"""
-SELECT s.content, {SOURCE_CITATION}
-FROM sources s WHERE s.id = :id AND s.tenant_id = :t AND s.person_id = :p AND {LIVE_SOURCE}
+SELECT s.id, s.content, {SOURCE_CITATION}
+FROM {{ids}} CROSS JOIN sources s ON s.id = h.value AND s.tenant_id = :t AND s.person_id = :p
+WHERE {LIVE_SOURCE}
 """
 # Evidence targets: the evidence live, its source live; it cites itself.
 _EVIDENCE_SQL = f"""
-SELECT e.quote, e.id FROM evidence e
+SELECT e.id, e.quote, e.id
+FROM {{ids}} CROSS JOIN evidence e ON e.id = h.value AND e.tenant_id = :t AND e.person_id = :p
 JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p AND {LIVE_SOURCE}
-WHERE e.id = :id AND e.tenant_id = :t AND e.person_id = :p AND {LIVE_EVIDENCE}
+WHERE {LIVE_EVIDENCE}
 """
+# One id as given (``get``), or a JSON array of ids (a pack); CROSS JOIN keeps each lookup on
+# the table's primary key.
+_LISTS = {False: "(SELECT :ids AS value) AS h", True: "json_each(:ids) AS h"}
+_SQL = {
+    (name, many): sql.format(ids=_LISTS[many])
+    for name, sql in (
+        ("claim", _CLAIM_LIVE_SQL),
+        ("claim_as_of", _CLAIM_AS_OF_SQL),
+        ("source", _SOURCE_SQL),
+        ("evidence", _EVIDENCE_SQL),
+    )
+    for many in (False, True)
+}
 
 
 def materialize(
@@ -165,22 +179,40 @@ def materialize(
     as_of: AsOf | None,
 ) -> RetrievalItem:
     """Turn a ranked target into a cited item, or raise ``NotFound``."""
-    params: dict[str, object] = {"id": target.id, "t": tenant_id, "p": person_id}
-    if target.kind is TargetKind.CLAIM:
-        if as_of is None:
-            sql = _CLAIM_LIVE_SQL
-        else:
-            sql = _CLAIM_AS_OF_SQL
+    return materialize_all(conn, tenant_id, person_id, [(target, relevance)], as_of)[0]
+
+
+def materialize_all(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    ranked: Sequence[tuple[Target, int]],
+    as_of: AsOf | None,
+) -> list[RetrievalItem]:
+    """:func:`materialize` of each ``(target, relevance)`` (distinct targets), in order, with
+    one statement per target kind. Raises ``NotFound`` when any one cannot be."""
+    wanted: dict[TargetKind, list[str]] = {}
+    for target, _ in ranked:
+        wanted.setdefault(target.kind, []).append(target.id)
+    found: dict[Target, tuple[str, str]] = {}
+    for kind, ids in wanted.items():
+        params: dict[str, object] = {"t": tenant_id, "p": person_id}
+        name = kind.value
+        if kind is TargetKind.CLAIM and as_of is not None:
+            name = "claim_as_of"
             params["v"] = as_of.valid_at
             params["r"] = as_of.recorded_at
-        row = conn.execute(sql, params).fetchone()
-        if row is None or row[3] is None:
+        many = len(ids) > 1
+        params["ids"] = json.dumps(ids) if many else ids[0]
+        for row in conn.execute(_SQL[name, many], params):
+            if row[-1] is None:
+                continue
+            text = f"{row[1]} {row[2]} {row[3]}" if kind is TargetKind.CLAIM else row[1]
+            found.setdefault(Target(kind, row[0]), (text, row[-1]))
+    items = []
+    for target, relevance in ranked:
+        hit = found.get(target)
+        if hit is None:
             raise NotFound()
-        text, evidence_id = f"{row[0]} {row[1]} {row[2]}", row[3]
-    else:
-        sql = _SOURCE_SQL if target.kind is TargetKind.SOURCE else _EVIDENCE_SQL
-        row = conn.execute(sql, params).fetchone()
-        if row is None or row[1] is None:
-            raise NotFound()
-        text, evidence_id = row[0], row[1]
-    return RetrievalItem(target, cap_excerpt(text), relevance, [evidence_id])
+        items.append(RetrievalItem(target, cap_excerpt(hit[0]), relevance, [hit[1]]))
+    return items

@@ -12,6 +12,9 @@ Layout (all created together, in one transaction):
   postings, document frequency and bm25 statistics belong to one scope; ``kind``, ``target``,
   ``scope`` UNINDEXED. Rowids follow write order: sources in ``[1, 2^40)``, claims in
   ``[2^40, 2^41)``, so "the sources written just before and after this one" is a rowid range.
+  The lexical lane reads a known document's columns straight from FTS5's content table
+  ``zkr_fts_content`` (``id`` = rowid, ``c0``..``c3`` = body, kind, target, scope), a plain
+  rowid table, rather than through the FTS5 cursor.
 * ``zkr_search_map``: (kind, target) → rowid, for re-indexing and removal.
 * ``zkr_search_terms``: tagged term → number of the scope's documents holding it;
   ``zkr_search_scopes``: scope tag → documents and total terms (for IDF and average length).
@@ -35,6 +38,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 
+from zkr.store.driver import Connection, change_mark
 from zkr.store.eligibility import LIVE_SOURCE, live_source
 from zkr.store.terms import document_terms
 
@@ -148,9 +152,18 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     the file past the busy timeout, the search goes on with the index as it is (missing the
     records still queued) rather than failing (a missing index still needs the lock).
     Raises ``sqlite3.Error`` for other failures.
+
+    Once the index was seen current (the mark read before the tables and the queue were),
+    the connection remembers the file's change mark (:func:`zkr.store.driver.change_mark`,
+    kept on zkr's :class:`~zkr.store.driver.Connection`): while nothing was committed since, by
+    anyone, the index is still current and the check is that one ``PRAGMA``.
     """
+    mark = change_mark(conn)
+    if mark == getattr(conn, "search_ready", None):
+        return
     state = _state(conn)
     if state in ("ready", "temp"):
+        _remember(conn, mark)  # read before the state: a commit in between moves it again
         return
     try:
         conn.execute("BEGIN IMMEDIATE")
@@ -176,12 +189,20 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
-    conn.execute("COMMIT")
+    conn.execute("COMMIT")  # (FTS5 writes its buffered terms here: the mark moves again)
+
+
+def _remember(conn: sqlite3.Connection, mark: tuple[int, int] | None) -> None:
+    """Record (or, with ``None``, forget) the change mark at which the index is current; a
+    connection without room for it (not opened by zkr) checks every time."""
+    if isinstance(conn, Connection):
+        conn.search_ready = mark
 
 
 def drop(conn: sqlite3.Connection) -> None:
     """Remove the whole index inside the caller's transaction; the next search rebuilds it
     (``erase`` uses this so no index page keeps erased terms)."""
+    _remember(conn, None)
     _drop(conn)
 
 

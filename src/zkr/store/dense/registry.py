@@ -14,7 +14,7 @@ from pathlib import Path
 from zkr.store import changes
 from zkr.store.dense.blocks import F32, Block, Entry
 from zkr.store.dense.mapping import Derived
-from zkr.store.driver import is_postgres
+from zkr.store.driver import change_mark, is_postgres
 from zkr.store.embeddings import lane as stored_lane
 from zkr.store.vectors import LaneConfig
 
@@ -91,9 +91,9 @@ def lane_cache(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> La
 
 
 def signature(conn: sqlite3.Connection) -> tuple[int, int]:
-    """Moves whenever any connection, this one included, commits a change to the file."""
-    row = conn.execute("PRAGMA data_version").fetchone()
-    return (int(row[0]), conn.total_changes)
+    """Moves whenever any connection, this one included, commits a change to the file
+    (:func:`zkr.store.driver.change_mark`)."""
+    return change_mark(conn)
 
 
 def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneConfig | None:
