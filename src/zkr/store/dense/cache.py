@@ -46,6 +46,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -242,15 +243,21 @@ def state(
     else a full :func:`_refresh`.
     """
     if is_postgres(conn):
-        # PostgreSQL: an exact scan of the person's lane on every search and no side file;
-        # only decoded vectors are kept across calls, for rows whose tuple version (xmin:
-        # every write makes a new one, whichever session wrote) is the one decoded
+        # PostgreSQL: no side file; the derived state stands while the person's lane mark is
+        # unchanged (nobody wrote a row it depends on), else an exact re-scan of the lane that
+        # decodes again only rows whose tuple version (xmin: every write makes a new one,
+        # whichever session wrote) is not the one decoded
         cache = _lane_cache(conn, (tenant_id, person_id, model, version))
-        versions = dict(conn.execute(_PG_VERSIONS_SQL, (tenant_id, person_id, model, version)))
+        sig = _pg_signature(conn, tenant_id, person_id)  # read before the rows (see _pg_mark)
+        if cache.signature == sig:
+            return cache, cache.derived
+        cache.signature = None
+        versions = dict(_many(conn, _PG_VERSIONS_SQL, (tenant_id, person_id, model, version)))
         cache.dirty = {r for r, e in cache.entries.items() if e.version != versions.get(r)}
         _refresh(conn, cache)
         for rowid, entry in cache.entries.items():
             entry.version = versions.get(rowid)
+        cache.signature = sig
         return cache, cache.derived
     cache = _lane_cache(conn, (tenant_id, person_id, model, version))
     sig = signature(conn)
@@ -283,6 +290,28 @@ def state(
     cache.signature = sig
     return cache, cache.derived
 
+
+def _many(conn: sqlite3.Connection, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """The rows of a query reading the whole lane: on PostgreSQL packed into one JSON value
+    (:meth:`zkr.store.pg.adapter.PgConnection.execute_packed`; psycopg would load thousands
+    of values one at a time), on SQLite as they come."""
+    if is_postgres(conn):
+        rows: list[tuple[Any, ...]] = conn.execute_packed(sql, params).fetchall()  # type: ignore[attr-defined]
+        return rows
+    return conn.execute(sql, params).fetchall()
+
+
+def _pg_signature(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> tuple[int, int]:
+    """PostgreSQL: the person's lane mark (``zkr_lane_marks``, :mod:`zkr.store.pg.schema`) as a
+    cache signature, ``(-1, -1)`` before any write. A new mark is drawn by every transaction
+    writing a row the lane depends on, and it is read before those rows: under one snapshot
+    they agree; outside one, rows read after the mark can only be newer than it, which costs
+    one more refresh, never a stale lane."""
+    row = conn.execute(_PG_MARK_SQL, (tenant_id, person_id)).fetchone()
+    return (-1, -1 if row is None else int(row[0]))
+
+
+_PG_MARK_SQL = "SELECT mark FROM zkr_lane_marks WHERE tenant_id = ? AND person_id = ?"
 
 _PG_VERSIONS_SQL = """
 SELECT rowid, CAST(xmin AS TEXT) FROM embeddings
@@ -604,6 +633,15 @@ def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> Lan
     """The lane's configuration (§9.3) without reading any vector: from the cache when it is
     current, else from a few index seeks (:func:`zkr.store.embeddings.lane`)."""
     if is_postgres(conn):
+        with _CACHES_LOCK:
+            cache = _CACHES.get((id(conn), *scope))
+        if (
+            cache is not None
+            and cache.conn is conn
+            and cache.signature is not None
+            and cache.signature == _pg_signature(conn, *scope[:2])
+        ):
+            return cache.derived.lane
         return stored_lane(conn, *scope)
     with _CACHES_LOCK:
         cache = _CACHES.get((id(conn), *scope))
@@ -703,7 +741,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     # §5.4 data: (rowid, kind, mappable)
     candidates: list[tuple[int, str, object, str | None]] = []
     for kind, sql in _ROWS_SQL:
-        for row in conn.execute(sql, params):
+        for row in _many(conn, sql, params):
             rowid, meta = row[0], row[1:9]
             entry = old.get(rowid)
             if entry is None or not entry.settled or entry.meta != meta or rowid in cache.dirty:
@@ -721,7 +759,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: _LaneCache) -> None:
     cache.entries = entries
     cache.unsaved += _decode_pending(conn, cache, [rowid for rowid, *_ in candidates])
     _compact(cache)
-    links = conn.execute(SCOPE_LINKS_SQL, params).fetchall()
+    links = _many(conn, SCOPE_LINKS_SQL, params)
     rows = []
     for rowid, kind, mappable, capture in candidates:
         entry = entries[rowid]
@@ -940,8 +978,8 @@ def _decode_rows(
                 read.append(rowid)
         if read:
             marks = ",".join("?" * len(read))
-            for rowid, text in conn.execute(
-                f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", read
+            for rowid, text in _many(
+                conn, f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", read
             ):
                 meta = entries[rowid].meta
                 assert meta is not None
