@@ -33,6 +33,12 @@ their new vectors in an overlay (a second matrix whose columns follow the vector
 saved as its own side file) and re-derives the mapping of those rows only
 (:func:`zkr.store.dense.mapping.patch`); a full refresh folds the overlay back into the
 vector file once it outgrows its share of the lane (docs/decisions-retrieval-dense.md).
+
+**PostgreSQL** (no side files, no change log): the signature is the person's lane mark
+(``zkr_lane_marks``, :mod:`zkr.store.pg.schema`), which every transaction writing a row of
+:data:`zkr.store.changes.LANE_TABLES` for that person moves; while it stands the derived state
+does too, and when it moved a full refresh re-derives it, decoding again only the vectors of
+rows whose tuple version (``xmin``) changed.
 """
 
 from __future__ import annotations
