@@ -281,6 +281,82 @@ def test_a_kept_lane_sees_vectors_another_session_rewrites(pg_dsn: str) -> None:
     assert again[0]["excerpt"] == "the blue door"
 
 
+def _dense_session(db: str) -> list[list[tuple[str, str]]]:
+    """A warm session's dense rankings of one lane (claims, evidence, sources), before
+    and after other sessions write: a ``delete``, a hand edit of a claim, a re-embedded row."""
+    import random
+
+    scope = {"tenant_id": "t", "person_id": "p"}
+    lane = {"model": "m", "version": "1"}
+    sources = {}
+    for i, text in enumerate(CORPUS):
+        claim = {
+            "subject": "Sam",
+            "predicate": f"p{i}",
+            "value": text[:12],
+            "kind": "fact",
+            "valid_from": 10 + i,
+        }
+        done = remember(db, text, 10 + i, **({"claim": claim} if i % 2 == 0 else {}))
+        sources[text] = done["source_id"]
+    code, issues = call(db, "projections", {**scope, **lane, "limit": 100})
+    assert code == 0, issues
+    for issue in issues:
+        text = issue["input"]["text"]
+        rng = random.Random(text)  # ids differ between the stores: no ties ordered by id
+        embedding = {
+            "vector": [rng.uniform(-1.0, 1.0) for _ in range(4)],
+            "input_hash": issue["input"]["input_hash"],
+            "normalization": "none",
+            "distance": "cosine",
+            **lane,
+        }
+        request = {**scope, "target": issue["input"]["target"], "embedding": embedding}
+        code, out = call(db, "embed", request)
+        assert code == 0, out
+    ask = {
+        **scope,
+        "query": "nothing matches this",
+        "limit": 40,
+        "query_embedding": {"vector": [0.3, -0.2, 0.9, 0.1], **lane},
+    }
+
+    def ranked(session: MemoryDb) -> list[tuple[str, str]]:
+        items = dispatch(session, "search", ask)["items"]
+        return [(item["memory"]["kind"], item["excerpt"]) for item in items]
+
+    rounds = []
+    with MemoryDb.open(db) as warm:
+        rounds.append(ranked(warm))
+        gone = sources["Berlin has cold winters and long summer evenings"]
+        code, out = call(db, "delete", {**scope, "source_id": gone, "deleted_at": 50})
+        assert code == 0, out
+        rounds.append(ranked(warm))
+        with MemoryDb.open(db) as other:  # hand edits from another session
+            other.conn.execute("BEGIN IMMEDIATE")
+            other.conn.execute("UPDATE claims SET tier = 'archive' WHERE predicate = 'p2'")
+            other.conn.execute(
+                "UPDATE embeddings SET vector = '[0.3,-0.2,0.9,0.1]' WHERE target_kind = 'source'"
+                " AND target_id = (SELECT id FROM sources WHERE content LIKE 'Sam likes%')"
+            )
+            other.conn.execute("COMMIT")
+        rounds.append(ranked(warm))
+    return rounds
+
+
+def test_the_dense_lane_ranks_as_on_sqlite_and_sees_other_sessions_writes(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    lite = _dense_session(str(tmp_path / "m.db"))
+    pg = _dense_session(pg_dsn)
+    assert pg == lite
+    first, deleted, edited = pg
+    assert {kind for kind, _ in first} == {"claim", "source"}  # all through the dense lane
+    assert deleted != first and edited != deleted
+    assert not any("Berlin has cold" in excerpt for _, excerpt in deleted)
+    assert edited[0][1].startswith("Sam likes hiking")
+
+
 def test_a_newer_layout_is_refused(pg_dsn: str) -> None:
     MemoryDb.open(pg_dsn).close()
     import psycopg
@@ -289,6 +365,22 @@ def test_a_newer_layout_is_refused(pg_dsn: str) -> None:
         raw.execute("UPDATE zkr_pg_meta SET value = '99' WHERE key = 'layout'")
     with pytest.raises(Exception, match="layout 99 is newer"):
         MemoryDb.open(pg_dsn)
+
+
+def test_a_layout_1_store_gets_the_lane_mark(pg_dsn: str) -> None:
+    remember(pg_dsn, "the red door", 10)
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as raw:  # as layout 1 left it
+        raw.execute("DROP TABLE zkr_lane_marks")
+        for table in ("embeddings", "sources", "evidence", "claims", "claim_evidence"):
+            raw.execute(f"DROP TRIGGER zkr_lane_mark ON {table}")
+        raw.execute("UPDATE zkr_pg_meta SET value = '1' WHERE key = 'layout'")
+    remember(pg_dsn, "the blue door", 11)
+    with psycopg.connect(pg_dsn, autocommit=True) as raw:
+        layout = raw.execute("SELECT value FROM zkr_pg_meta WHERE key = 'layout'").fetchone()
+        marks = raw.execute("SELECT person_id FROM zkr_lane_marks").fetchall()
+    assert layout == ("2",) and marks == [("p",)]
 
 
 def test_an_unreachable_server_is_a_storage_error() -> None:

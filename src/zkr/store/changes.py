@@ -79,6 +79,11 @@ def _triggers() -> dict[str, str]:
 
 
 TRIGGERS = _triggers()
+
+LANE_TABLES: tuple[str, ...] = tuple(_TABLES)
+"""The tables whose writes can change a dense lane's derived state (its rows, their targets'
+liveness, revision and text, the links of §5.4); PostgreSQL's per-person lane mark
+(:mod:`zkr.store.pg.schema`) is bumped by writes to these same tables."""
 _PRUNE = (
     "CREATE TRIGGER zkr_changes_prune AFTER INSERT ON zkr_changes WHEN NEW.seq % 4096 = 0"
     f" BEGIN DELETE FROM zkr_changes WHERE seq <= NEW.seq - {KEEP}; END"

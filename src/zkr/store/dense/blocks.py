@@ -22,6 +22,7 @@ import numpy.typing as npt
 from zkr.store import changes
 from zkr.store.dense.decode import decode_texts
 from zkr.store.dense.kernels import sequential_norms
+from zkr.store.dense.rows import fetch_all
 from zkr.store.vectors import LaneConfig, decode_config
 
 config_of = lru_cache(maxsize=256)(decode_config)
@@ -173,8 +174,8 @@ def decode_rows(
                 read.append(rowid)
         if read:
             marks = ",".join("?" * len(read))
-            for rowid, text in conn.execute(
-                f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", read
+            for rowid, text in fetch_all(
+                conn, f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", read
             ):
                 meta = entries[rowid].meta
                 assert meta is not None

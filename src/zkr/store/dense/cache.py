@@ -35,6 +35,12 @@ mapping of those rows only (:func:`zkr.store.dense.mapping.patch`); a full refre
 overlay back into the vector file once it outgrows its share of the lane
 (docs/decisions-retrieval-dense.md).
 
+**PostgreSQL** (no side files, no change log): the signature is the person's lane mark
+(``zkr_lane_marks``, :mod:`zkr.store.pg.schema`), which every transaction writing a row of
+:data:`zkr.store.changes.LANE_TABLES` for that person moves; while it stands the derived state
+does too, and when it moved a full refresh re-derives it, decoding again only the vectors of
+rows whose tuple version (``xmin``) changed.
+
 **Split by responsibility**: this module decides which path a search takes (:func:`state`) and
 does the full refresh; :mod:`.registry` holds the caches, :mod:`.blocks` the decoded vectors
 and their reading, :mod:`.rows` the SQL of a lane's rows, :mod:`.sidefiles` the side files
@@ -53,8 +59,15 @@ from zkr.store import changes, vectorfile
 from zkr.store.dense import blocks, patching
 from zkr.store.dense.blocks import Block, Entry, config_of, lean_reads
 from zkr.store.dense.mapping import Derived, Row, derive, id_array
-from zkr.store.dense.registry import LaneCache, clear_cache, lane_cache, peek_lane, signature
-from zkr.store.dense.rows import PG_VERSIONS_SQL, ROWS_SQL, schema_version
+from zkr.store.dense.registry import (
+    LaneCache,
+    clear_cache,
+    lane_cache,
+    peek_lane,
+    pg_signature,
+    signature,
+)
+from zkr.store.dense.rows import PG_VERSIONS_SQL, ROWS_SQL, fetch_all, schema_version
 from zkr.store.dense.sidefiles import STATE_LAG, load_file, load_state, save_file, save_state
 from zkr.store.driver import is_postgres
 from zkr.store.eligibility import SCOPE_LINKS_SQL
@@ -77,15 +90,21 @@ def state(
     else a full :func:`_refresh`.
     """
     if is_postgres(conn):
-        # PostgreSQL: an exact scan of the person's lane on every search and no side file;
-        # only decoded vectors are kept across calls, for rows whose tuple version (xmin:
-        # every write makes a new one, whichever session wrote) is the one decoded
+        # PostgreSQL: no side file; the derived state stands while the person's lane mark is
+        # unchanged (nobody wrote a row it depends on), else an exact re-scan of the lane that
+        # decodes again only rows whose tuple version (xmin: every write makes a new one,
+        # whichever session wrote) is not the one decoded
         cache = lane_cache(conn, (tenant_id, person_id, model, version))
-        versions = dict(conn.execute(PG_VERSIONS_SQL, (tenant_id, person_id, model, version)))
+        sig = pg_signature(conn, tenant_id, person_id)  # read before the rows (see there)
+        if cache.signature == sig:
+            return cache, cache.derived
+        cache.signature = None
+        versions = dict(fetch_all(conn, PG_VERSIONS_SQL, (tenant_id, person_id, model, version)))
         cache.dirty = {r for r, e in cache.entries.items() if e.version != versions.get(r)}
         _refresh(conn, cache)
         for rowid, entry in cache.entries.items():
             entry.version = versions.get(rowid)
+        cache.signature = sig
         return cache, cache.derived
     cache = lane_cache(conn, (tenant_id, person_id, model, version))
     sig = signature(conn)
@@ -167,7 +186,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: LaneCache) -> None:
     same: dict[object, object] = {}
     one = same.setdefault
     for kind, sql in ROWS_SQL:
-        for row in conn.execute(sql, params):
+        for row in fetch_all(conn, sql, params):
             rowid = row[0]
             meta = (
                 one(row[1], row[1]),
@@ -195,7 +214,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: LaneCache) -> None:
     cache.entries = entries
     cache.unsaved += _decode_pending(conn, cache, [rowid for rowid, *_ in candidates])
     _compact(cache)
-    links = conn.execute(SCOPE_LINKS_SQL, params).fetchall()
+    links = fetch_all(conn, SCOPE_LINKS_SQL, params)
     rows = []
     for rowid, kind, mappable, capture in candidates:
         entry = entries[rowid]

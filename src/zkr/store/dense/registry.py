@@ -14,6 +14,7 @@ from pathlib import Path
 from zkr.store import changes
 from zkr.store.dense.blocks import F32, Block, Entry
 from zkr.store.dense.mapping import Derived
+from zkr.store.dense.rows import PG_MARK_SQL
 from zkr.store.driver import change_mark, is_postgres
 from zkr.store.embeddings import lane as stored_lane
 from zkr.store.vectors import LaneConfig
@@ -96,10 +97,29 @@ def signature(conn: sqlite3.Connection) -> tuple[int, int]:
     return change_mark(conn)
 
 
+def pg_signature(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> tuple[int, int]:
+    """PostgreSQL: the person's lane mark (``zkr_lane_marks``, :mod:`zkr.store.pg.schema`) as a
+    cache signature, ``(-1, -1)`` before any write. A new mark is drawn by every transaction
+    writing a row the lane depends on, and it is read before those rows: under one snapshot
+    they agree; outside one, rows read after the mark can only be newer than it, which costs
+    one more refresh, never a stale lane."""
+    row = conn.execute(PG_MARK_SQL, (tenant_id, person_id)).fetchone()
+    return (-1, -1 if row is None else int(row[0]))
+
+
 def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneConfig | None:
     """The lane's configuration (§9.3) without reading any vector: from the cache when it is
     current, else from a few index seeks (:func:`zkr.store.embeddings.lane`)."""
     if is_postgres(conn):
+        with CACHES_LOCK:
+            cache = CACHES.get((id(conn), *scope))
+        if (
+            cache is not None
+            and cache.conn is conn
+            and cache.signature is not None
+            and cache.signature == pg_signature(conn, *scope[:2])
+        ):
+            return cache.derived.lane
         return stored_lane(conn, *scope)
     with CACHES_LOCK:
         cache = CACHES.get((id(conn), *scope))

@@ -6,7 +6,9 @@ patch widens its targets to; the targets of written rows."""
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
+from zkr.store.driver import is_postgres
 from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE
 
 
@@ -113,3 +115,16 @@ PG_VERSIONS_SQL = """
 SELECT rowid, CAST(xmin AS TEXT) FROM embeddings
 WHERE tenant_id = ? AND person_id = ? AND model = ? AND version = ?"""
 """PostgreSQL only: each lane row's tuple version."""
+
+PG_MARK_SQL = "SELECT mark FROM zkr_lane_marks WHERE tenant_id = ? AND person_id = ?"
+"""PostgreSQL only: the person's lane mark (``zkr_lane_marks``, :mod:`zkr.store.pg.schema`)."""
+
+
+def fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> list[tuple[Any, ...]]:
+    """The rows of a query reading the whole lane: on PostgreSQL packed into one JSON value
+    (:meth:`zkr.store.pg.adapter.PgConnection.execute_packed`; psycopg would load thousands
+    of values one at a time), on SQLite as they come."""
+    if is_postgres(conn):
+        rows: list[tuple[Any, ...]] = conn.execute_packed(sql, params).fetchall()  # type: ignore[attr-defined]
+        return rows
+    return conn.execute(sql, params).fetchall()

@@ -17,8 +17,9 @@ path therefore only has to pick an unused schema name; nothing needs creating be
 :class:`~zkr.store.pg.adapter.PgConnection` (the subset of ``sqlite3.Connection`` they use,
 with a cached translation of their SQL); what differs by nature lives here: the layout
 (:mod:`.schema`: scope-leading keys for distribution by person, trigger functions), zkr's
-lexical index (:mod:`.search`: ``tsvector``/GIN, bm25 per scope); the dense lane scans a
-person's rows exactly on every search (no side files).
+lexical index (:mod:`.search`: ``tsvector``/GIN, bm25 per scope); the dense lane scores a
+person's whole lane exactly, from vectors kept in memory while the person's lane mark
+(:data:`.schema.LANE_MARK_DDL`) is unchanged (no side files).
 """
 
 from __future__ import annotations

@@ -29,7 +29,9 @@ Only this package imports psycopg; the SQLite path never loads it.
 
 from __future__ import annotations
 
+import json
 import logging
+import operator
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -566,6 +568,18 @@ class PgConnection:
         self.total_changes += max(count, 0)
         return PgCursor([], count, None)
 
+    def execute_packed(self, sql: str, params: Params | None = None) -> PgCursor:
+        """``execute`` of a query (the store's SQL) whose rows come back as one JSON value
+        (``json_agg`` of the rows, in the query's order), decoded at once: for queries of many
+        rows, where psycopg's per-value loading (pure Python here) would cost more than the
+        query itself. Columns must be integers, text, booleans or NULL; a boolean comes back
+        as ``True``/``False`` (equal to SQLite's 1/0, not the same type)."""
+        text, _ = translate(sql)
+        wrapped = f"SELECT coalesce(json_agg(q), '[]')::text FROM ({text}) q"
+        rows = self._run(wrapped, _bind(params), None).fetchall()
+        packed = json.loads(rows[0][0], object_pairs_hook=_row_values) if rows else []
+        return PgCursor(packed, len(packed), None)
+
     def execute_native(self, sql: str, params: Any = None) -> PgCursor:
         """Run PostgreSQL SQL as written (``%s`` placeholders), for backend-specific modules."""
         return self._run(sql, params)
@@ -677,6 +691,15 @@ class PgConnection:
         if cur.description is None:
             self.total_changes += max(count, 0)
         return PgCursor(rows, count, None)
+
+
+def _row_values(pairs: list[tuple[str, Any]]) -> tuple[Any, ...]:
+    """One packed row (a JSON object, its keys the column names, repeated ones included) as a
+    tuple of its values in column order."""
+    return tuple(map(_VALUE, pairs))
+
+
+_VALUE = operator.itemgetter(1)
 
 
 def open_connection(dsn: str) -> PgConnection:

@@ -23,7 +23,11 @@ Same tables, columns and meanings as spec/storage.md §2 (the store's SQL runs u
 * ``rowid``: the tables whose SQLite rowid the store reads (outbox, embeddings) or whose write
   order the search index follows (sources, claims) have an identity column of that name.
 * **Derived state**: ``source_fts`` is a plain table (zkr's search reads its own index);
-  zkr's index is :mod:`zkr.store.pg.search`'s tables; the dense lane keeps no side files.
+  zkr's index is :mod:`zkr.store.pg.search`'s tables; the dense lane keeps no side files,
+  only a per-person **lane mark** (``zkr_lane_marks``, :data:`LANE_MARK_DDL`): a value drawn
+  from a sequence by every transaction that writes a person's rows the lane depends on, so a
+  process keeping a lane's derived state in memory knows with one key lookup whether anyone
+  (another process, a hand edit) has written since.
 
 :func:`ensure_schema` creates everything in the session's schema (the first entry of its
 ``search_path``), creating the schema itself when missing, in one transaction under an
@@ -36,13 +40,14 @@ import re
 from typing import TYPE_CHECKING
 
 from zkr.errors import SchemaTooNew
-from zkr.store import schema as sqlite_schema
+from zkr.store import changes, schema as sqlite_schema
 
 if TYPE_CHECKING:
     from zkr.store.pg.adapter import PgConnection
 
-LAYOUT = "1"
-"""The version of this layout, in ``zkr_pg_meta``; a newer one is refused."""
+LAYOUT = "2"
+"""The version of this layout, in ``zkr_pg_meta``; a newer one is refused, an older one is
+brought up to this one (every statement is idempotent; 2 added the lane mark)."""
 
 T = 'TEXT COLLATE "C" NOT NULL'
 TN = 'TEXT COLLATE "C"'
@@ -155,6 +160,59 @@ TABLES: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS zkr_pg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
 )
 
+# The dense lane's mark per person (zkr.store.dense.cache.state): every transaction writing a
+# row of one of changes.LANE_TABLES sets its scope's mark to a new value of one sequence (never
+# reused, so "the mark is what it was" means "nobody wrote this person's lane inputs since").
+# Row triggers, so every writer fires them (zkr, another process, a hand edit); a transaction
+# marks a scope once (the transaction-local setting zkr.lane_marked remembers which it did
+# last), TRUNCATE marks every scope.
+LANE_MARK_DDL: tuple[str, ...] = (
+    "CREATE SEQUENCE IF NOT EXISTS zkr_lane_marks_seq",
+    f"""CREATE TABLE IF NOT EXISTS zkr_lane_marks (
+    tenant_id {T}, person_id {T}, mark {INT},
+    PRIMARY KEY (tenant_id, person_id))""",
+    """CREATE OR REPLACE FUNCTION zkr_lane_mark_scope(t text, p text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    key text := t || chr(31) || p;
+BEGIN
+    IF current_setting('zkr.lane_marked', true) IS DISTINCT FROM key THEN
+        INSERT INTO zkr_lane_marks (tenant_id, person_id, mark)
+        VALUES (t, p, nextval('zkr_lane_marks_seq'))
+        ON CONFLICT (tenant_id, person_id) DO UPDATE SET mark = excluded.mark;
+        PERFORM set_config('zkr.lane_marked', key, true);
+    END IF;
+END $$""",
+    """CREATE OR REPLACE FUNCTION zkr_lane_mark() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE zkr_lane_marks SET mark = nextval('zkr_lane_marks_seq');
+        PERFORM set_config('zkr.lane_marked', '', true);
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        PERFORM zkr_lane_mark_scope(OLD.tenant_id, OLD.person_id);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        PERFORM zkr_lane_mark_scope(NEW.tenant_id, NEW.person_id);
+    END IF;
+    RETURN NULL;
+END $$""",
+    *(
+        sql
+        for table in changes.LANE_TABLES
+        for sql in (
+            f"DROP TRIGGER IF EXISTS zkr_lane_mark ON {table}",
+            f"CREATE TRIGGER zkr_lane_mark AFTER INSERT OR UPDATE OR DELETE ON {table}"
+            " FOR EACH ROW EXECUTE FUNCTION zkr_lane_mark()",
+            f"DROP TRIGGER IF EXISTS zkr_lane_mark_truncate ON {table}",
+            f"CREATE TRIGGER zkr_lane_mark_truncate AFTER TRUNCATE ON {table}"
+            " FOR EACH STATEMENT EXECUTE FUNCTION zkr_lane_mark()",
+        )
+    ),
+)
+
 # A JSON check usable in a trigger (PostgreSQL 15 has no json_valid).
 _HELPERS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION zkr_json_valid(doc text) RETURNS boolean
@@ -232,6 +290,7 @@ def statements() -> list[str]:
         *_HELPERS,
         *trigger_functions(_spec_triggers()),
         *SEARCH_DDL,
+        *LANE_MARK_DDL,
     ]
 
 
