@@ -269,7 +269,11 @@ def test_a_kept_lane_sees_vectors_another_session_rewrites(pg_dsn: str) -> None:
         assert code == 0, out
     ask = {**scope, "query": "window", "query_embedding": {"vector": [1.0, 0.0], **lane}}
     with MemoryDb.open(pg_dsn) as db:
+        (copies,) = db.conn.execute("SELECT count(*) FROM zkr_vectors").fetchone()
+        assert copies == 4  # embed's float32 copies (2 sources, 2 evidence), not JSON text
         db.conn.execute("UPDATE embeddings SET created_at = created_at - 10")  # settled rows
+        (copies,) = db.conn.execute("SELECT count(*) FROM zkr_vectors").fetchone()
+        assert copies == 0  # dropped by the write: the rows are no longer as zkr wrote them
         first = dispatch(db, "search", ask)["items"]
         assert first[0]["excerpt"] == "the red door"
         with MemoryDb.open(pg_dsn) as other:  # same meta, swapped vectors, another session
@@ -380,7 +384,7 @@ def test_a_layout_1_store_gets_the_lane_mark(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as raw:
         layout = raw.execute("SELECT value FROM zkr_pg_meta WHERE key = 'layout'").fetchone()
         marks = raw.execute("SELECT person_id FROM zkr_lane_marks").fetchall()
-    assert layout == ("2",) and marks == [("p",)]
+    assert layout == ("3",) and marks == [("p",)]
 
 
 def test_an_unreachable_server_is_a_storage_error() -> None:

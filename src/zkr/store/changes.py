@@ -235,8 +235,17 @@ UNION SELECT e.source_id FROM ev CROSS JOIN evidence e ON e.id = ev.id
 
 def keeps_copies(conn: sqlite3.Connection) -> bool:
     """Whether this file has the log, and so the ``zkr_vectors`` table (ask once per write
-    transaction, before :func:`keep_copy`)."""
-    return _present(conn)
+    transaction, before :func:`keep_copy`); a PostgreSQL store always has the table, kept by
+    its own trigger (:mod:`zkr.store.pg.schema`)."""
+    return is_postgres(conn) or _present(conn)
+
+
+def copies_trusted(conn: sqlite3.Connection) -> bool:
+    """Whether the copies of :func:`copies` may stand for their rows' vectors: in a SQLite
+    file only under a complete log (:func:`mark`: recreating the log drops every copy), on
+    PostgreSQL always (the trigger dropping a row's copy on every write to the row is part of
+    the layout)."""
+    return is_postgres(conn) or mark(conn) is not None
 
 
 def keep_copy(
@@ -252,10 +261,21 @@ def keep_copy(
     ``rowid`` just written in this transaction for ``scope`` (tenant, person, model, version),
     ``kind``/``target_id`` with ``created_at``. Only for vectors that are well-formed for
     that row (spec/retrieval.md §9.2): readers take the copy in place of the text."""
+    lane = "\x1f".join(scope)
+    if is_postgres(conn):  # its rows carry their scope (a person's rows stay on one shard)
+        conn.execute(
+            "INSERT INTO zkr_vectors"
+            " (tenant_id, person_id, row, lane, kind, target_id, created_at, vector)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, person_id, row) DO UPDATE"
+            " SET lane = excluded.lane, kind = excluded.kind, target_id = excluded.target_id,"
+            " created_at = excluded.created_at, vector = excluded.vector",
+            (scope[0], scope[1], rowid, lane, kind, target_id, created_at, vector),
+        )
+        return
     conn.execute(
         "INSERT OR REPLACE INTO zkr_vectors (row, lane, kind, target_id, created_at, vector)"
         " VALUES (?, ?, ?, ?, ?, ?)",
-        (rowid, "\x1f".join(scope), kind, target_id, created_at, vector),
+        (rowid, lane, kind, target_id, created_at, vector),
     )
 
 
@@ -265,16 +285,18 @@ def copies(
     """The copies kept for ``rowids`` of ``scope``: rowid -> (kind, target id, created_at,
     float32 bytes). The caller checks them against the row it read (a rowid may have been
     renumbered by a VACUUM, which fires no trigger) and trusts them only under a complete
-    log (:func:`mark` is not ``None``)."""
+    log (:func:`copies_trusted`)."""
     lane = "\x1f".join(scope)
+    # PostgreSQL: within the scope's rows (zkr_vectors leads with it there)
+    where = "tenant_id = ? AND person_id = ? AND " if is_postgres(conn) else ""
     out: dict[int, tuple[str, str, int, bytes]] = {}
     for offset in range(0, len(rowids), 512):
         part = rowids[offset : offset + 512]
         marks = ",".join("?" * len(part))
         for row, kind, target_id, created_at, vector in conn.execute(
             "SELECT row, kind, target_id, created_at, vector FROM zkr_vectors"
-            f" WHERE row IN ({marks}) AND lane = ?",
-            (*part, lane),
+            f" WHERE {where}row IN ({marks}) AND lane = ?",
+            [*scope[:2], *part, lane] if where else [*part, lane],
         ):
             if type(vector) is bytes:
                 out[row] = (kind, target_id, created_at, vector)

@@ -143,9 +143,9 @@ def decode_rows(
 ) -> None:
     """Read the vectors of rows ``todo`` of ``entries`` into ``blocks`` (one per
     configuration, with room): zkr's float32 copy of a row when one is kept for exactly that
-    row (:func:`zkr.store.changes.copies`, trusted only under a complete change log), else
+    row (:func:`zkr.store.changes.copies`, when :func:`~zkr.store.changes.copies_trusted`), else
     its JSON text, decoded in bulk (:func:`zkr.store.dense.decode.decode_texts`)."""
-    trusted = changes.mark(conn) is not None
+    trusted = changes.copies_trusted(conn)
     for offset in range(0, len(todo), DECODE_BATCH):
         part = todo[offset : offset + DECODE_BATCH]
         kept = changes.copies(conn, scope, part) if trusted else {}

@@ -27,7 +27,8 @@ Same tables, columns and meanings as spec/storage.md §2 (the store's SQL runs u
   only a per-person **lane mark** (``zkr_lane_marks``, :data:`LANE_MARK_DDL`): a value drawn
   from a sequence by every transaction that writes a person's rows the lane depends on, so a
   process keeping a lane's derived state in memory knows with one key lookup whether anyone
-  (another process, a hand edit) has written since.
+  (another process, a hand edit) has written since; and ``zkr_vectors``
+  (:data:`VECTOR_COPY_DDL`), zkr's float32 copies of the vectors its ``embed`` wrote.
 
 :func:`ensure_schema` creates everything in the session's schema (the first entry of its
 ``search_path``), creating the schema itself when missing, in one transaction under an
@@ -45,9 +46,10 @@ from zkr.store import changes, schema as sqlite_schema
 if TYPE_CHECKING:
     from zkr.store.pg.adapter import PgConnection
 
-LAYOUT = "2"
+LAYOUT = "3"
 """The version of this layout, in ``zkr_pg_meta``; a newer one is refused, an older one is
-brought up to this one (every statement is idempotent; 2 added the lane mark)."""
+brought up to this one (every statement is idempotent; 2 added the lane mark, 3 the vector
+copies)."""
 
 T = 'TEXT COLLATE "C" NOT NULL'
 TN = 'TEXT COLLATE "C"'
@@ -213,6 +215,42 @@ END $$""",
     ),
 )
 
+# zkr's float32 copies of stored vectors (zkr.store.changes.keep_copy; SQLite keeps the same
+# table next to its change log): written by zkr's embed in the transaction writing the row, so
+# a search reads 4 bytes a component instead of parsing the JSON text (spec/retrieval.md
+# §11.3 keeps the text binding; this is a rebuildable copy). Every write to an embeddings row,
+# whoever the writer, drops that row's copy (a trigger, as on SQLite), so a copy exists only
+# while its row is exactly as zkr wrote it.
+VECTOR_COPY_DDL: tuple[str, ...] = (
+    f"""CREATE TABLE IF NOT EXISTS zkr_vectors (
+    tenant_id {T}, person_id {T}, row {INT}, lane {T}, kind {T}, target_id {T},
+    created_at {INT}, vector BYTEA NOT NULL,
+    PRIMARY KEY (tenant_id, person_id, row))""",
+    """CREATE OR REPLACE FUNCTION zkr_vectors_drop() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        DELETE FROM zkr_vectors;
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        DELETE FROM zkr_vectors
+        WHERE tenant_id = OLD.tenant_id AND person_id = OLD.person_id AND row = OLD.rowid;
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        DELETE FROM zkr_vectors
+        WHERE tenant_id = NEW.tenant_id AND person_id = NEW.person_id AND row = NEW.rowid;
+    END IF;
+    RETURN NULL;
+END $$""",
+    "DROP TRIGGER IF EXISTS zkr_vectors_drop ON embeddings",
+    "CREATE TRIGGER zkr_vectors_drop AFTER INSERT OR UPDATE OR DELETE ON embeddings"
+    " FOR EACH ROW EXECUTE FUNCTION zkr_vectors_drop()",
+    "DROP TRIGGER IF EXISTS zkr_vectors_drop_truncate ON embeddings",
+    "CREATE TRIGGER zkr_vectors_drop_truncate AFTER TRUNCATE ON embeddings"
+    " FOR EACH STATEMENT EXECUTE FUNCTION zkr_vectors_drop()",
+)
+
 # A JSON check usable in a trigger (PostgreSQL 15 has no json_valid).
 _HELPERS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION zkr_json_valid(doc text) RETURNS boolean
@@ -291,6 +329,7 @@ def statements() -> list[str]:
         *trigger_functions(_spec_triggers()),
         *SEARCH_DDL,
         *LANE_MARK_DDL,
+        *VECTOR_COPY_DDL,
     ]
 
 
