@@ -414,6 +414,23 @@ def test_s14_fusion_worked_example(db: MemoryDb) -> None:
     ]
 
 
+def test_the_lexical_lane_keeps_its_first_places() -> None:
+    """zkr.store.fusion: the lexical lane's first LEXICAL_LEAD targets open a hybrid pack in
+    lexical order even when the dense lane ranks other targets first; below them, weighted
+    RRF lets a target both lanes hold overtake a lexical-only one; relevance stays each
+    target's own absolute signal, not its place."""
+    lex = [Target(TargetKind.SOURCE, f"l{i}") for i in range(5)]
+    only_dense = [Target(TargetKind.SOURCE, f"d{i}") for i in range(3)]
+    lexical = [(t, 9000 - 1000 * i) for i, t in enumerate(lex)]
+    scored = [(t, 0.9) for t in only_dense] + [(lex[4], 0.8)]
+    fused = fusion.fuse(lexical, scored, 6, None)
+    lead = fusion.LEXICAL_LEAD
+    assert [t for t, _ in fused[:lead]] == lex[:lead]
+    assert fused[lead] == (lex[4], 8000)  # in both lanes: ahead of lex[3] and the dense-only
+    assert fused[lead + 1 :] == [(lex[3], 6000), (only_dense[0], 9000)]  # raw cosine 0.9
+    assert fused[:lead] == lexical[:lead]
+
+
 def test_s15_staleness(db: MemoryDb, db_path: str) -> None:
     """retrieval.md §12 item 15: hand edits of the inputs make the rows stale for search and
     projections, only in their own scope."""

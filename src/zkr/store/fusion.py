@@ -9,10 +9,12 @@ takes ``4 × limit`` lexical rows and every vector, so a larger limit reorders t
   local embedder, :mod:`zkr.embedding.local`), only those above the model's ``floor``, so a
   pack is not padded with vectors that merely exist.
 
-Order: weighted reciprocal rank, ``1 / (K + 1 + lexical rank) + W / (K + 1 + dense rank)``
+Order: the lexical lane's first :data:`LEXICAL_LEAD` targets first, in lexical order (the
+dense lane adds candidates but does not push the lexical lane's best matches down); then the
+rest by weighted reciprocal rank, ``1 / (K + 1 + lexical rank) + W / (K + 1 + dense rank)``
 (0-based ranks, a lane the target is absent from adds nothing), with ``K`` =
-:data:`RRF_K` and ``W`` = :data:`DENSE_WEIGHT`, chosen on LoCoMo (docs/embedding.md); ties by
-relevance, then target order.
+:data:`RRF_K` and ``W`` = :data:`DENSE_WEIGHT`, all chosen on LoCoMo (docs/embedding.md); ties
+by relevance, then target order.
 
 Relevance stays an absolute signal: the larger of the item's lexical relevance and its dense
 relevance, ``10000 · clamp((cos − floor) / (full − floor), 0, 1)`` with the model's calibration
@@ -32,6 +34,8 @@ POOL = 100
 
 RRF_K = 10
 DENSE_WEIGHT = 0.7
+LEXICAL_LEAD = 3
+"""The lexical lane's first targets that keep the top places of a hybrid pack."""
 FULL = 10_000
 
 
@@ -68,5 +72,9 @@ def fuse(
         score[target] = score.get(target, 0.0) + DENSE_WEIGHT / (RRF_K + 1 + rank)
         points = dense_relevance(similarity, low, full)
         relevance[target] = max(relevance.get(target, 0), points)
-    ranked = sorted(score, key=lambda t: (-score[t], -relevance[t], t.sort_key()))
+    lead = list(dict.fromkeys(target for target, _ in lexical[:LEXICAL_LEAD]))
+    rest = sorted(
+        (t for t in score if t not in lead), key=lambda t: (-score[t], -relevance[t], t.sort_key())
+    )
+    ranked = lead + rest
     return [(target, relevance[target]) for target in ranked[:limit]]
