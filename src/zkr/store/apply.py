@@ -51,6 +51,7 @@ from zkr.store.apply_batch import Batch
 from zkr.store.apply_kinds import PASSES
 from zkr.store.db import write_tx
 from zkr.store.derived import log_operation
+from zkr.store.driver import deferred_writes
 from zkr.store.erase import erase_blanked, secure_delete, truncate_wal
 from zkr.store.export import EXPORT_FORMAT, SCHEMA_VERSION
 from zkr.store.records import Commit, blank_shaped, parse_commit
@@ -110,7 +111,7 @@ def apply(conn: sqlite3.Connection, req: ApplyRequest) -> ApplyResult:
     erased = False
     secure: AbstractContextManager[None] = secure_delete(conn) if blanked else nullcontext()
     # store.db gives every connection a 64 MiB page cache, which bulk batches rely on.
-    with secure, write_tx(conn, (req.tenant_id, req.person_id)):
+    with secure, write_tx(conn, (req.tenant_id, req.person_id)), deferred_writes(conn):
         (applied_at,) = conn.execute("SELECT unixepoch()").fetchone()
         blank_records = [event.record for _, event in blanked]
         if blanked:

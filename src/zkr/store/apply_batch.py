@@ -39,6 +39,11 @@ _EXISTS = {
 _CHUNK = 500  # ids per IN (...) list, well under SQLite's variable limit
 _TABLES = {"source": "sources", "evidence": "evidence", "claim": "claims"}
 
+
+def _chunks(ids: list[str]) -> list[list[str]]:
+    return [ids[start : start + _CHUNK] for start in range(0, len(ids), _CHUNK)]
+
+
 LedgerKey = tuple[str, str, str]
 """(record_kind, record_id, payload_hash) within the request scope."""
 
@@ -57,7 +62,10 @@ class Batch:
     * ``present`` remembers (kind, id) of sources, evidence and claims known to exist in scope.
       Those rows are never deleted, so a hit stays true for the rest of the transaction.
     * ``absent`` holds the batch's source/evidence/claim ids that no row has (any scope) until
-      this call inserts them; their handlers skip the read of the stored row.
+      this call inserts them; their handlers skip the read of the stored row. ``new`` keeps
+      them for the whole call, and ``links`` the claim–evidence links this call inserted: a
+      link to a claim or evidence row that did not exist before the call is one of those, or
+      none (:meth:`stored_link` reads nothing for it).
     """
 
     def __init__(self, conn: sqlite3.Connection, tenant: str, person: str, applied_at: int):
@@ -70,6 +78,8 @@ class Batch:
         self.loaded: frozenset[LedgerKey] = frozenset()
         self.present: set[tuple[str, str]] = set()
         self.absent: dict[str, set[str]] = {kind: set() for kind in _TABLES}
+        self.new: dict[str, frozenset[str]] = {kind: frozenset() for kind in _TABLES}
+        self.links: dict[tuple[str, str], tuple[str, int]] = {}
         self.foreign: dict[str, set[str]] = {kind: set() for kind in _TABLES}
         # (sequence, event index) of blank-shaped records (docs/erase.md "Replicas"): their
         # kind rules see the stored text put back (zkr.store.erase.restore_text).
@@ -97,17 +107,24 @@ class Batch:
         for kind, table in _TABLES.items():
             wanted = sorted(ids.get(kind, ()))
             missing = set(wanted)
-            for start in range(0, len(wanted), _CHUNK):
-                chunk = wanted[start : start + _CHUNK]
+            # in scope: the scope's own rows (one person's shard on a distributed store)
+            for chunk in _chunks(wanted):
                 sql = (
-                    f"SELECT id, tenant_id = ? AND person_id = ? FROM {table}"
-                    f" WHERE id IN ({', '.join('?' * len(chunk))})"
+                    f"SELECT id FROM {table} WHERE tenant_id = ? AND person_id = ?"
+                    f" AND id IN ({', '.join('?' * len(chunk))})"
                 )
-                for record_id, in_scope in self.conn.execute(sql, (*self.scope, *chunk)):
+                missing.difference_update(
+                    row[0] for row in self.conn.execute(sql, (*self.scope, *chunk))
+                )
+            # elsewhere: the one cross-person statement of apply (docs/postgres.md), for ids not
+            # in scope only: an id another scope holds is refused (docs/decisions-sync.md)
+            for chunk in _chunks(sorted(missing)):
+                sql = f"SELECT id FROM {table} WHERE id IN ({', '.join('?' * len(chunk))})"
+                for (record_id,) in self.conn.execute(sql, chunk):
                     missing.discard(record_id)
-                    if not in_scope:
-                        self.foreign[kind].add(record_id)
+                    self.foreign[kind].add(record_id)
             self.absent[kind] = missing
+            self.new[kind] = frozenset(missing)
 
     def apply_commit(self, commit: Commit, passes: Sequence[tuple[str, Handler]]) -> list[Event]:
         """Run the dependency ``passes`` (spec/sync.md §4.4) over one commit; returns the
@@ -176,6 +193,20 @@ class Batch:
             row = self.conn.execute(sql, (record_id, *self.scope)).fetchone()
         self.present.add((kind, record_id))
         return row
+
+    def stored_link(self, claim_id: str, evidence_id: str) -> tuple[str, int] | None:
+        """The stored (relation, confidence) of a claim–evidence link in scope, or None."""
+        link = (claim_id, evidence_id)
+        if link in self.links:
+            return self.links[link]
+        if claim_id in self.new["claim"] or evidence_id in self.new["evidence"]:
+            return None  # its claim or evidence came with this call, and so would the link
+        row = self.conn.execute(
+            "SELECT relation, confidence_basis_points FROM claim_evidence"
+            " WHERE tenant_id = ? AND person_id = ? AND claim_id = ? AND evidence_id = ?",
+            (*self.scope, claim_id, evidence_id),
+        ).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def require(self, kind: str, record_id: str) -> None:
         """Existence in scope only: tombstoned or retracted targets qualify (§4.5)."""

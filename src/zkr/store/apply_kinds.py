@@ -286,13 +286,9 @@ def claim_evidence(b: Batch, body: Record) -> None:
     b.require("claim", claim_id)
     b.require("evidence", evidence_id)
     relation = quoted(body["relation"])  # claim_evidence.relation is JSON-quoted
-    row = b.conn.execute(
-        "SELECT relation, confidence_basis_points FROM claim_evidence"
-        " WHERE tenant_id = ? AND person_id = ? AND claim_id = ? AND evidence_id = ?",
-        (*b.scope, claim_id, evidence_id),
-    ).fetchone()
-    if row is not None:
-        if tuple(row) != (relation, confidence):
+    stored = b.stored_link(claim_id, evidence_id)
+    if stored is not None:
+        if stored != (relation, confidence):
             raise InvalidInput(
                 f"applied claim evidence {claim_id}/{evidence_id} conflicts with the stored link"
             )
@@ -302,6 +298,7 @@ def claim_evidence(b: Batch, body: Record) -> None:
         " confidence_basis_points) VALUES (?, ?, ?, ?, ?, ?)",
         (*b.scope, claim_id, evidence_id, relation, confidence),
     )
+    b.links[(claim_id, evidence_id)] = (relation, confidence)
 
 
 # -- profile (pass 5)

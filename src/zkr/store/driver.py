@@ -7,7 +7,8 @@ A leaf (it imports only :mod:`zkr.errors`), so :mod:`zkr.store.db` and
 from __future__ import annotations
 
 import sqlite3
-from contextlib import suppress
+from contextlib import AbstractContextManager, nullcontext, suppress
+from typing import cast
 
 from zkr.errors import StorageError
 
@@ -55,3 +56,17 @@ def rollback(conn: sqlite3.Connection) -> None:
         return
     with suppress(*DRIVER_ERRORS):  # the caller reports the original error
         conn.execute("ROLLBACK")
+
+
+def deferred_writes(conn: sqlite3.Connection) -> AbstractContextManager[None]:
+    """A block whose writes the driver may send in batches, inside a write transaction.
+
+    On SQLite (in process, no round trips) a no-op. On PostgreSQL the writes nobody reads a
+    result of are queued and sent together at the next read or the block's end
+    (:meth:`zkr.store.pg.adapter.PgConnection.deferred_writes`): the same statements in the
+    same order, and the error of a failing one is still the error the command reports, ahead
+    of anything that fails after it. The rules running inside stay the same code.
+    """
+    if is_postgres(conn):
+        return cast(AbstractContextManager[None], conn.deferred_writes())  # type: ignore[attr-defined]
+    return nullcontext()

@@ -121,11 +121,14 @@ def _collect(conn: sqlite3.Connection, req: EraseRequest) -> dict[str, Any]:
     params["claims"] = _ids(claims)
     (text_bytes,) = conn.execute(
         "SELECT COALESCE((SELECT SUM(length(CAST(content AS BLOB))) FROM sources"
-        "  WHERE id IN (SELECT value FROM json_each(:sources))), 0)"
+        "  WHERE tenant_id = :t AND person_id = :p"
+        "  AND id IN (SELECT value FROM json_each(:sources))), 0)"
         " + COALESCE((SELECT SUM(length(CAST(quote AS BLOB))) FROM evidence"
-        "  WHERE id IN (SELECT value FROM json_each(:evidence))), 0)"
+        "  WHERE tenant_id = :t AND person_id = :p"
+        "  AND id IN (SELECT value FROM json_each(:evidence))), 0)"
         " + COALESCE((SELECT SUM(length(CAST(subject || predicate || value AS BLOB)))"
-        "  FROM claims WHERE id IN (SELECT value FROM json_each(:claims))), 0)",
+        "  FROM claims WHERE tenant_id = :t AND person_id = :p"
+        "  AND id IN (SELECT value FROM json_each(:claims))), 0)",
         params,
     ).fetchone()
     # Sources this call takes text from (their content, a quote, or an erasable claim's text):
@@ -133,13 +136,17 @@ def _collect(conn: sqlite3.Connection, req: EraseRequest) -> dict[str, Any]:
     fresh = [
         row[0]
         for row in conn.execute(
-            "SELECT s.id FROM sources s WHERE s.id IN (SELECT value FROM json_each(:sources))"
+            "SELECT s.id FROM sources s WHERE s.tenant_id = :t AND s.person_id = :p"
+            " AND s.id IN (SELECT value FROM json_each(:sources))"
             " AND (s.content <> ''"
-            "  OR EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.quote <> '')"
+            "  OR EXISTS (SELECT 1 FROM evidence e WHERE e.tenant_id = :t AND e.person_id = :p"
+            "   AND e.source_id = s.id AND e.quote <> '')"
             "  OR EXISTS (SELECT 1 FROM evidence e"
             "   JOIN claim_evidence ce ON ce.evidence_id = e.id"
-            "   JOIN claims c ON c.id = ce.claim_id"
-            "   WHERE e.source_id = s.id AND c.id IN (SELECT value FROM json_each(:claims))"
+            "   AND ce.tenant_id = :t AND ce.person_id = :p"
+            "   JOIN claims c ON c.id = ce.claim_id AND c.tenant_id = :t AND c.person_id = :p"
+            "   WHERE e.tenant_id = :t AND e.person_id = :p AND e.source_id = s.id"
+            "   AND c.id IN (SELECT value FROM json_each(:claims))"
             "   AND (c.subject <> '' OR c.predicate <> '' OR c.value <> '')))"
             " ORDER BY s.id",
             params,
@@ -156,11 +163,14 @@ def _collect(conn: sqlite3.Connection, req: EraseRequest) -> dict[str, Any]:
     }
 
 
-def _affected_events(conn: sqlite3.Connection, params: dict[str, Any]) -> list[tuple[int, int]]:
-    """(commit_sequence, event_index) of every stored payload holding erased text."""
+def _affected_events(
+    conn: sqlite3.Connection, params: dict[str, Any]
+) -> list[tuple[int, int, str]]:
+    """(commit_sequence, event_index, payload) of every stored payload holding erased text
+    (the join is the scope's own on PostgreSQL, where events carry their commit's scope)."""
     sql = """
-    SELECT ev.commit_sequence, ev.event_index
-    FROM memory_export_events ev JOIN memory_commits mc ON mc.sequence = ev.commit_sequence
+    SELECT ev.commit_sequence, ev.event_index, ev.payload
+    FROM memory_export_events ev JOIN memory_commits mc ON ev.commit_sequence = mc.sequence
     WHERE mc.tenant_id = :t AND mc.person_id = :p AND (
       (json_extract(ev.payload, '$.kind') = 'source'
         AND json_extract(ev.payload, '$.record.source.id') IN
@@ -178,7 +188,7 @@ def _affected_events(conn: sqlite3.Connection, params: dict[str, Any]) -> list[t
                     WHERE cited.value IN (SELECT value FROM json_each(:evidence)))))
     ORDER BY ev.commit_sequence, ev.event_index
     """
-    return [(row[0], row[1]) for row in conn.execute(sql, params)]
+    return [(row[0], row[1], row[2]) for row in conn.execute(sql, params)]
 
 
 def _blank(payload: str) -> str:
@@ -231,16 +241,19 @@ def _write(
     }
     (now,) = conn.execute("SELECT unixepoch()").fetchone()
     conn.execute(
-        "UPDATE sources SET content = '' WHERE id IN (SELECT value FROM json_each(:sources))",
+        "UPDATE sources SET content = '' WHERE tenant_id = :t AND person_id = :p"
+        " AND id IN (SELECT value FROM json_each(:sources))",
         params,
     )
     conn.execute(
-        "UPDATE evidence SET quote = '' WHERE id IN (SELECT value FROM json_each(:evidence))",
+        "UPDATE evidence SET quote = '' WHERE tenant_id = :t AND person_id = :p"
+        " AND id IN (SELECT value FROM json_each(:evidence))",
         params,
     )
     conn.execute(
         "UPDATE claims SET subject = '', predicate = '', value = ''"
-        " WHERE id IN (SELECT value FROM json_each(:claims))",
+        " WHERE tenant_id = :t AND person_id = :p"
+        " AND id IN (SELECT value FROM json_each(:claims))",
         params,
     )
     conn.execute(
@@ -259,19 +272,10 @@ def _write(
         params,
     )
     kept: list[str] = []
-    for sequence, index in found["events"]:
-        (payload,) = conn.execute(
-            "SELECT payload FROM memory_export_events"
-            " WHERE commit_sequence = ? AND event_index = ?",
-            (sequence, index),
-        ).fetchone()
+    for sequence, index, payload in found["events"]:
         blanked = _blank(payload)
         kept += (payload, blanked)
-        conn.execute(
-            "UPDATE memory_export_events SET payload = ?"
-            " WHERE commit_sequence = ? AND event_index = ?",
-            (blanked, sequence, index),
-        )
+        feed.rewrite_event(conn, tenant, person, sequence, index, blanked)
     _ledger(conn, tenant, person, kept, now)
     if found["fresh"] and propagate:
         records = [
@@ -339,7 +343,7 @@ def erase(conn: sqlite3.Connection, req: EraseRequest) -> EraseReport:
 _LINKED = (
     "SELECT e.source_id FROM claims c"
     " JOIN claim_evidence ce ON ce.claim_id = c.id AND ce.tenant_id = :t AND ce.person_id = :p"
-    " JOIN evidence e ON e.id = ce.evidence_id"
+    " JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p"
     " WHERE c.id = :id AND c.tenant_id = :t AND c.person_id = :p"
 )
 _BEHIND = {
@@ -350,7 +354,7 @@ _BEHIND = {
     "claim": f"{_LINKED} AND (c.subject <> '' OR c.predicate <> '' OR c.value <> '')",
     "profile": f"{_LINKED} AND (c.predicate <> '' OR c.value <> '')",
     "daily_review": "SELECT e.source_id FROM daily_reviews r, json_each(r.evidence_ids) j"
-    " JOIN evidence e ON e.id = j.value"
+    " JOIN evidence e ON e.id = j.value AND e.tenant_id = :t AND e.person_id = :p"
     " WHERE r.id = :id AND r.tenant_id = :t AND r.person_id = :p AND r.summary <> ''",
 }
 

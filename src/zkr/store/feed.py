@@ -525,8 +525,8 @@ def append_commit(
     person_id: str,
     recorded_at: int,
     records: list[Record],
-) -> int:
-    """Append one commit holding ``records`` in order; returns its global sequence.
+) -> None:
+    """Append one commit holding ``records`` in order (a new global sequence).
 
     Raises :class:`StorageError` ``export record scope does not match its commit`` or
     ``export record exceeds 1048576 bytes`` (spec/sync.md §2); the caller's transaction then
@@ -537,7 +537,7 @@ def append_commit(
         if record_scope(record) != (tenant_id, person_id):
             raise StorageError("export record scope does not match its commit")
         payloads.append(canonical(record))
-    return append_payloads(conn, tenant_id, person_id, recorded_at, payloads)
+    append_payloads(conn, tenant_id, person_id, recorded_at, payloads)
 
 
 def append_payloads(
@@ -546,7 +546,7 @@ def append_payloads(
     person_id: str,
     recorded_at: int,
     payloads: list[str],
-) -> int:
+) -> None:
     """:func:`append_commit` for records already serialised canonically and scope-checked.
 
     ``apply`` computes every record's canonical payload for its ledger hash before it writes,
@@ -560,17 +560,43 @@ def append_payloads(
         "INSERT INTO memory_commits (tenant_id, person_id, recorded_at) VALUES (?, ?, ?)",
         (tenant_id, person_id, recorded_at),
     )
-    sequence = cursor.lastrowid
-    assert sequence is not None
-    if is_postgres(conn):  # events carry their commit's scope there (zkr.store.pg.schema)
+    if is_postgres(conn):
+        # Events carry their commit's scope there (zkr.store.pg.schema), and take the sequence
+        # the commit row just drew in this session (currval: nothing else draws from it), so
+        # nothing is read back and apply's writes go to the server in batches.
         conn.executemany(
             "INSERT INTO memory_export_events (tenant_id, person_id, commit_sequence,"
-            " event_index, payload) VALUES (?, ?, ?, ?, ?)",
-            [(tenant_id, person_id, sequence, i, payload) for i, payload in enumerate(payloads)],
+            " event_index, payload) VALUES (?, ?, currval('memory_commits_sequence_seq'), ?, ?)",
+            [(tenant_id, person_id, i, payload) for i, payload in enumerate(payloads)],
         )
-        return sequence
+        return
+    sequence = cursor.lastrowid
+    assert sequence is not None
     conn.executemany(
         "INSERT INTO memory_export_events (commit_sequence, event_index, payload) VALUES (?, ?, ?)",
         [(sequence, index, payload) for index, payload in enumerate(payloads)],
     )
-    return sequence
+
+
+def rewrite_event(
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    sequence: int,
+    index: int,
+    payload: str,
+) -> None:
+    """Replace the stored payload of one event of a scope's commit (``erase`` blanks the text
+    of stored records, docs/erase.md). On PostgreSQL events carry their commit's scope, and
+    the statement names it, so it stays on the person's shard."""
+    if is_postgres(conn):
+        conn.execute(
+            "UPDATE memory_export_events SET payload = ? WHERE tenant_id = ? AND person_id = ?"
+            " AND commit_sequence = ? AND event_index = ?",
+            (payload, tenant_id, person_id, sequence, index),
+        )
+        return
+    conn.execute(
+        "UPDATE memory_export_events SET payload = ? WHERE commit_sequence = ? AND event_index = ?",
+        (payload, sequence, index),
+    )

@@ -35,6 +35,7 @@ import operator
 import re
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
@@ -202,10 +203,6 @@ _REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
 # collapsed) -> the PostgreSQL text. Each names the store module it belongs to.
 _SPECIAL: dict[str, str] = {}
 
-# INSERTs whose cursor must report ``lastrowid``: table -> the generated key to return.
-_RETURNING = {"memory_commits": "sequence"}
-_INSERT_INTO = re.compile(r"^\s*INSERT\s+INTO\s+([A-Za-z_]+)", re.IGNORECASE)
-
 
 def special(sqlite_sql: str, pg_sql: str) -> None:
     """Register the PostgreSQL form of one store statement that needs more than translation."""
@@ -230,13 +227,12 @@ def _placeholders(sql: str) -> str:
     return "".join(out)
 
 
-_CACHE: dict[str, tuple[str, str | None]] = {}
+_CACHE: dict[str, str] = {}
 CACHE_LIMIT = 4096
 
 
-def translate(sql: str) -> tuple[str, str | None]:
-    """The PostgreSQL form of one store statement and, for an INSERT that reports
-    ``lastrowid``, the column it returns. Cached per statement text."""
+def translate(sql: str) -> str:
+    """The PostgreSQL form of one store statement. Cached per statement text."""
     found = _CACHE.get(sql)
     if found is not None:
         return found
@@ -247,16 +243,10 @@ def translate(sql: str) -> tuple[str, str | None]:
         for pattern, replacement in _REWRITES:
             text = pattern.sub(replacement, text)
         text = _alias_subqueries(text)
-    returning = None
-    match = _INSERT_INTO.match(text)
-    if match and match.group(1) in _RETURNING and "RETURNING" not in text.upper():
-        returning = _RETURNING[match.group(1)]
-        text = f"{text} RETURNING {returning}"
-    found = (text, returning)
     if len(_CACHE) >= CACHE_LIMIT:
         _CACHE.clear()  # statements built with a variable number of placeholders
-    _CACHE[sql] = found
-    return found
+    _CACHE[sql] = text
+    return text
 
 
 _SUBQUERY = re.compile(r"\bFROM\s*\(\s*(?:SELECT|WITH)\b", re.IGNORECASE)
@@ -335,6 +325,164 @@ class PgCursor:
         return iter(self.fetchall())
 
 
+# --------------------------------------------------------------------------- deferred writes
+#
+# ``apply`` writes a few rows per record; sent one statement at a time, each costs a round trip
+# and psycopg's per-statement work (pure Python here), several times SQLite's whole insert.
+# Inside :meth:`PgConnection.deferred_writes` a write whose result nobody has asked for yet is
+# queued instead, as SQL text with its values written in as literals, and the queue goes to the
+# server as one multi-statement query (simple protocol) when anything reads, or at the end:
+# the same statements in the same order, so triggers, identities and errors are the same.
+# Consecutive INSERTs of the same ``VALUES`` row shape go as one multi-row INSERT (row triggers
+# still fire row by row, each seeing the rows before it).
+
+_WRITE = re.compile(r"^\s*(?:INSERT\s+INTO|UPDATE|DELETE\s+FROM)\s", re.IGNORECASE)
+_HOLE = re.compile(r"%%|%s|%\((\w+)\)s")
+_VALUES_ROW = re.compile(
+    r"^(\s*INSERT\s+INTO\s+\w+\s*(?:\([^()']*\))?\s*VALUES\s*)(\(.*\))\s*$", re.IGNORECASE | re.S
+)
+FLUSH_BYTES = 8 << 20
+"""Queued SQL text that is sent without waiting for a read (memory bound of one batch)."""
+
+
+class _NotInlinable(Exception):
+    """A value :func:`_literal` does not write: its statement is sent bound, at once."""
+
+
+def _literal(value: Any) -> str:
+    """``value`` as a SQL literal standing where the bound parameter stood: ``NULL``, an
+    integer (negative ones parenthesised), a string (``standard_conforming_strings``: only
+    quotes double). Anything else (and a string holding U+0000, which psycopg refuses with its
+    own message) raises :class:`_NotInlinable`."""
+    if value is None:
+        return "NULL"
+    kind = type(value)
+    if kind is str:
+        text: str = value
+        if "\x00" in text:
+            raise _NotInlinable
+        return "'" + text.replace("'", "''") + "'"
+    if kind is int:
+        return str(value) if value >= 0 else f"({value})"
+    raise _NotInlinable
+
+
+def _one_group(text: str) -> bool:
+    """Whether ``text`` is one parenthesised group: its first ``(`` closes at its end
+    (quoted strings and identifiers skipped)."""
+    depth = 0
+    quote = ""
+    for at, char in enumerate(text):
+        if quote:
+            if char == quote:
+                quote = ""
+        elif char in "'\"":
+            quote = char
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth == 0:
+                return at == len(text) - 1
+    return False
+
+
+class _Template:
+    """A translated statement split at its parameters, to be filled with literals.
+
+    ``merge_key``: for ``INSERT … VALUES (…)`` without parameters before ``VALUES``, the text
+    up to the row (consecutive statements with the same key become one multi-row INSERT);
+    else None.
+    """
+
+    __slots__ = ("keys", "merge_key", "parts")
+
+    def __init__(self, text: str) -> None:
+        match = _VALUES_ROW.match(text)
+        head = match.group(1) if match else ""
+        self.merge_key: str | None = None
+        if match and "%" not in head and _one_group(match.group(2)):
+            self.merge_key = head
+            text = match.group(2)
+        self.parts: list[str] = []
+        self.keys: list[str | None] = []
+        at = 0
+        literal: list[str] = []
+        for hole in _HOLE.finditer(text):
+            literal.append(text[at : hole.start()])
+            at = hole.end()
+            if hole.group(0) == "%%":
+                literal.append("%")
+                continue
+            self.parts.append("".join(literal))
+            literal = []
+            self.keys.append(hole.group(1))
+        literal.append(text[at:])
+        self.parts.append("".join(literal))
+
+    def render(self, params: Any) -> str:
+        """The statement (or, with a ``merge_key``, its row) with ``params`` written in."""
+        parts, keys = self.parts, self.keys
+        if not keys:
+            return parts[0]
+        out = [parts[0]]
+        if isinstance(params, Mapping):
+            for i, key in enumerate(keys, 1):
+                out.append(_literal(params[key]))
+                out.append(parts[i])
+        else:
+            if params is None or len(params) != len(keys):
+                raise _NotInlinable
+            for i, value in enumerate(params, 1):
+                out.append(_literal(value))
+                out.append(parts[i])
+        return "".join(out)
+
+
+_TEMPLATES: dict[str, _Template | None] = {}
+
+
+def _template(text: str) -> _Template | None:
+    """The template of a deferrable translated statement, else None (cached).
+
+    Deferrable: an ``INSERT``/``UPDATE``/``DELETE`` that returns nothing and is not an upsert
+    (a caller may catch an upsert's conflict where it runs, as :mod:`zkr.store.apply_kinds`
+    does for profile entries).
+    """
+    found = _TEMPLATES.get(text, False)
+    if found is not False:
+        return found  # type: ignore[return-value]
+    upper = text.upper()
+    template = None
+    if _WRITE.match(text) and "RETURNING" not in upper and "ON CONFLICT" not in upper:
+        template = _Template(text)
+    if len(_TEMPLATES) >= CACHE_LIMIT:
+        _TEMPLATES.clear()
+    _TEMPLATES[text] = template
+    return template
+
+
+class DeferredCursor(PgCursor):
+    """The cursor of a queued write: no rows; reading ``rowcount`` sends the queue first."""
+
+    __slots__ = ("_conn", "_count")
+
+    def __init__(self, conn: PgConnection) -> None:
+        super().__init__([], -1, None)
+        self._conn = conn
+        self._count: int | None = None
+
+    @property
+    def rowcount(self) -> int:
+        if self._count is None:
+            self._conn.flush()
+        return -1 if self._count is None else self._count
+
+    @rowcount.setter
+    def rowcount(self, value: int) -> None:
+        self._count = None if value < 0 else value
+
+
 _PRAGMA = re.compile(r"^\s*PRAGMA\s+([a-z_]+)\s*(?:\((.*)\))?\s*(=.*)?$", re.IGNORECASE | re.S)
 # What a PRAGMA read answers on PostgreSQL (none of them has a meaning here).
 _PRAGMA_ANSWERS: dict[str, tuple[Any, ...]] = {
@@ -364,6 +512,10 @@ class PgConnection:
         self.schema = schema
         self._cursor = raw.cursor()  # server-side binding, prepared after 5 runs
         self.total_changes = 0
+        # deferred writes (deferred_writes): None outside; else the queue of
+        # (merge key or None, statement or row text, its cursor), and its text's length
+        self._queue: list[tuple[str | None, str, DeferredCursor]] | None = None
+        self._queued = 0
 
     # -- sqlite3.Connection surface
     @property
@@ -376,16 +528,38 @@ class PgConnection:
         if pragma is not None:
             answer = _PRAGMA_ANSWERS.get(pragma.group(1).lower(), (0,))
             return PgCursor([] if pragma.group(3) else [answer], -1, None)
-        text, returning = translate(sql)
+        text = translate(sql)
         if text == "":
             return PgCursor([], 0, None)
-        return self._run(text, _bind(params), returning)
+        if self._queue is not None:
+            template = _template(text)
+            if template is not None:
+                try:
+                    return self._defer(template, _bind(params))
+                except _NotInlinable:
+                    pass
+            elif text.lstrip()[:8].upper() == "ROLLBACK":
+                self._queue.clear()  # nothing queued survives a rollback anyway
+                self._queued = 0
+        return self._run(text, _bind(params))
 
     def executemany(self, sql: str, seq: Iterable[Params]) -> PgCursor:
-        text, _ = translate(sql)
+        text = translate(sql)
         rows = [_bind(p) for p in seq]
         if not rows:
             return PgCursor([], 0, None)
+        if self._queue is not None:
+            template = _template(text)
+            if template is not None:
+                try:
+                    rendered = [template.render(row) for row in rows]
+                except _NotInlinable:
+                    pass
+                else:
+                    for row_text in rendered:
+                        self._enqueue(template.merge_key, row_text)
+                    return PgCursor([], len(rows), None)
+        self.flush()
         try:
             self._cursor.executemany(text, rows)
         except psycopg.Error as exc:
@@ -408,10 +582,11 @@ class PgConnection:
 
     def execute_native(self, sql: str, params: Any = None) -> PgCursor:
         """Run PostgreSQL SQL as written (``%s`` placeholders), for backend-specific modules."""
-        return self._run(sql, params, None)
+        return self._run(sql, params)
 
     def raw_executemany(self, sql: str, rows: list[Any]) -> None:
         """``executemany`` of PostgreSQL SQL as written (``%s`` placeholders)."""
+        self.flush()
         try:
             self._cursor.executemany(sql, rows)
         except psycopg.Error as exc:
@@ -428,11 +603,84 @@ class PgConnection:
         self._run(
             "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
             [f"zkr\x1f{tenant_id}\x1f{person_id}"],
-            None,
         )
 
+    # -- deferred writes
+    @contextmanager
+    def deferred_writes(self) -> Iterator[None]:
+        """Queue this block's writes and send them in batches (see "deferred writes" above).
+
+        A queued statement's failure is raised by the call that sends the queue (the next
+        read, :meth:`flush`, or the block's end), before anything the caller does after it
+        fails: when the block ends with an exception, the queue is sent first and its error,
+        if any, is raised instead, the one SQLite would have raised first. Meant inside a
+        write transaction, which the caller rolls back on any error. Nested blocks share the
+        outer queue.
+        """
+        if self._queue is not None or not self._literals_ok():
+            yield
+            return
+        self._queue, self._queued = [], 0
+        try:
+            yield
+        except Exception:
+            self.flush()  # raises the queued statement's error, if one fails
+            raise
+        else:
+            self.flush()
+        finally:
+            self._queue, self._queued = None, 0
+
+    def _literals_ok(self) -> bool:
+        """Whether :func:`_literal`'s quoting is the session's (``standard_conforming_strings``
+        on, PostgreSQL's default since 9.1); else writes are sent bound, one at a time."""
+        return self.raw.info.parameter_status("standard_conforming_strings") == "on"
+
+    def flush(self) -> None:
+        """Send the queued writes now, as one query; raises the first one's error."""
+        queue = self._queue
+        if not queue:
+            return
+        self._queue, self._queued = [], 0
+        statements: list[str] = []
+        cursors: list[list[DeferredCursor]] = []
+        last_key: str | None = None
+        for key, text, cursor in queue:
+            if key is not None and key == last_key:
+                statements[-1] += "," + text
+                cursors[-1].append(cursor)
+                continue
+            statements.append(text if key is None else key + text)
+            cursors.append([cursor])
+            last_key = key
+        cur = self._cursor
+        try:
+            cur.execute(";\n".join(statements), prepare=False)
+            for group in cursors:
+                count = cur.rowcount
+                self.total_changes += max(count, 0)
+                for cursor in group:
+                    cursor.rowcount = count if len(group) == 1 else 1
+                cur.nextset()
+        except psycopg.Error as exc:
+            raise driver_error(exc) from None
+
+    def _defer(self, template: _Template, params: Any) -> DeferredCursor:
+        return self._enqueue(template.merge_key, template.render(params))
+
+    def _enqueue(self, key: str | None, text: str) -> DeferredCursor:
+        assert self._queue is not None
+        cursor = DeferredCursor(self)
+        self._queue.append((key, text, cursor))
+        self._queued += len(text)
+        if self._queued > FLUSH_BYTES:
+            self.flush()
+        return cursor
+
     # -- internals
-    def _run(self, text: str, params: Any, returning: str | None) -> PgCursor:
+    def _run(self, text: str, params: Any) -> PgCursor:
+        if self._queue:
+            self.flush()
         cur = self._cursor
         try:
             cur.execute(text, params)
@@ -440,10 +688,9 @@ class PgConnection:
         except psycopg.Error as exc:
             raise driver_error(exc) from None
         count = cur.rowcount
-        if cur.description is None or returning is not None:
+        if cur.description is None:
             self.total_changes += max(count, 0)
-        lastrowid = rows[0][0] if returning is not None and rows else None
-        return PgCursor(rows, count, lastrowid)
+        return PgCursor(rows, count, None)
 
 
 def _row_values(pairs: list[tuple[str, Any]]) -> tuple[Any, ...]:

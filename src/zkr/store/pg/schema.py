@@ -239,7 +239,7 @@ def _condition(sqlite_condition: str) -> str:
     text = sqlite_condition.replace("json_valid(", "zkr_json_valid(").replace(
         " ELSE 1 END", " ELSE true END"
     )
-    return translate(text)[0].replace("%%", "%")
+    return translate(text).replace("%%", "%")
 
 
 def trigger_functions(sqlite_triggers: tuple[str, ...]) -> list[str]:
