@@ -187,13 +187,20 @@ def apply_person(db: MemoryDb, person: str, groups: list[list[dict[str, Any]]]) 
 
 def phase_apply(target: str, persons: int, per_person: int) -> tuple[int, float]:
     """Apply every person's feed; returns (records applied, wall seconds of the apply calls)."""
-    feeds = [person_feed(f"p{n:05d}", per_person, n) for n in range(persons)]
     total, took = 0, 0.0
     with MemoryDb.open(target) as db:
-        for n, groups in enumerate(feeds):
+        for n in range(persons):
+            groups = person_feed(f"p{n:05d}", per_person, n)  # made before the clock starts
             started = time.perf_counter()
             total += apply_person(db, f"p{n:05d}", groups)
             took += time.perf_counter() - started
+            if (n + 1) % max(1, persons // 10) == 0:  # progress on stderr (not a figure)
+                print(
+                    f"  ... {n + 1:,} persons, {total:,} records, {took:.0f} s,"
+                    f" {total / took:,.0f} records/s",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return total, took
 
 
@@ -331,8 +338,8 @@ def load() -> str:
 
 
 @contextlib.contextmanager
-def postgres_database(dsn: str | None) -> Iterator[tuple[str, str]]:
-    """(database DSN, where it runs) for the run; cleaned up afterwards."""
+def postgres_database(dsn: str | None, keep: bool) -> Iterator[tuple[str, str]]:
+    """(database DSN, where it runs) for the run; dropped afterwards unless ``keep``."""
     from tests.pg_server import PgServer, acquire, fresh_name
 
     server = PgServer(dsn, "--dsn") if dsn else acquire(durable=True)
@@ -340,7 +347,9 @@ def postgres_database(dsn: str | None) -> Iterator[tuple[str, str]]:
     try:
         yield server.create_database(name), server.origin
     finally:
-        if not server.throwaway:
+        if keep and not server.throwaway:
+            print(f"kept PostgreSQL database {name}")
+        elif not server.throwaway:
             server.drop_database(name)
         server.stop()
 
@@ -354,13 +363,17 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--keep", action="store_true", help="keep the --dsn database")
     args = parser.parse_args()
     phases = set(args.only.split(","))
     persons = max(1, round(1000 * args.scale))
 
     print(f"$ python benchmarks/postgres.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"load before: {load()}")
-    with tempfile.TemporaryDirectory() as tmp, postgres_database(args.dsn) as (pg_dsn, origin):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        postgres_database(args.dsn, args.keep) as (pg_dsn, origin),
+    ):
         from tests.pg_server import with_schema
 
         print(f"PostgreSQL: {origin}")
