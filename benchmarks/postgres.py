@@ -14,7 +14,7 @@ figures). Prints numbers; asserts only that nothing failed.
    device would export them: remembers of a few dozen words, every second one with an accepted
    claim (source, evidence, claim, claim_evidence; else source, evidence), one commit each,
    applied per person in requests of at most 1 MiB (the CLI's limit), one process. The records
-   are made up front (not timed): records/s over the apply calls.
+   are made just before each person's calls (not timed): records/s over the apply calls.
 2. **search**: one more person with ``--search-sources`` (10,000) sources, applied into the
    same stores, each source with a 384-dimensional embedding (``projections`` + ``embed``);
    then ``--queries`` two-word queries, lexical and hybrid (the query's own vector), p50/p95 of
