@@ -269,7 +269,7 @@ def _evidence(
         " l.end_ms"
         " FROM json_each(:ids) AS j JOIN evidence e ON e.source_id = j.value"
         "  AND e.tenant_id = :t AND e.person_id = :p"
-        " JOIN sources s ON s.id = e.source_id"
+        " JOIN sources s ON s.id = e.source_id AND s.tenant_id = :t AND s.person_id = :p"
         " LEFT JOIN evidence_locators l ON l.evidence_id = e.id AND l.tenant_id = :t"
         "  AND l.person_id = :p ORDER BY e.id",
         {"ids": _ids(source_ids), "t": tenant_id, "p": person_id},
@@ -470,7 +470,9 @@ def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
         for at, kind, id_ in page[:limit]:
             if kind == "source":
                 row = conn.execute(
-                    f"SELECT {_SOURCE_COLUMNS} FROM sources s WHERE s.id = ?", (id_,)
+                    f"SELECT {_SOURCE_COLUMNS} FROM sources s"
+                    " WHERE s.id = ? AND s.tenant_id = ? AND s.person_id = ?",
+                    (id_, req.tenant_id, req.person_id),
                 ).fetchone()
                 record = source_json(row)
                 text = record.pop("content")
@@ -484,7 +486,9 @@ def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
                 )
             else:
                 row = conn.execute(
-                    f"SELECT {_CLAIM_COLUMNS} FROM claims c WHERE c.id = ?", (id_,)
+                    f"SELECT {_CLAIM_COLUMNS} FROM claims c"
+                    " WHERE c.id = ? AND c.tenant_id = ? AND c.person_id = ?",
+                    (id_, req.tenant_id, req.person_id),
                 ).fetchone()
                 record = claim_json(row)
                 text = f"{record['subject']} {record['predicate']} {record['value']}"
