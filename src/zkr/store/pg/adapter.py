@@ -574,9 +574,9 @@ class PgConnection:
         rows, where psycopg's per-value loading (pure Python here) would cost more than the
         query itself. Columns must be integers, text, booleans or NULL; a boolean comes back
         as ``True``/``False`` (equal to SQLite's 1/0, not the same type)."""
-        text, _ = translate(sql)
+        text = translate(sql)
         wrapped = f"SELECT coalesce(json_agg(q), '[]')::text FROM ({text}) q"
-        rows = self._run(wrapped, _bind(params), None).fetchall()
+        rows = self._run(wrapped, _bind(params)).fetchall()
         packed = json.loads(rows[0][0], object_pairs_hook=_row_values) if rows else []
         return PgCursor(packed, len(packed), None)
 
