@@ -214,7 +214,7 @@ def _refresh_rows(conn: sqlite3.Connection, cache: LaneCache) -> None:
     cache.entries = entries
     cache.unsaved += _decode_pending(conn, cache, [rowid for rowid, *_ in candidates])
     _compact(cache)
-    links = fetch_all(conn, SCOPE_LINKS_SQL, params)
+    links = list(fetch_all(conn, SCOPE_LINKS_SQL, params))
     rows = []
     for rowid, kind, mappable, capture in candidates:
         entry = entries[rowid]

@@ -6,6 +6,7 @@ patch widens its targets to; the targets of written rows."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from zkr.store.driver import is_postgres
@@ -120,11 +121,12 @@ PG_MARK_SQL = "SELECT mark FROM zkr_lane_marks WHERE tenant_id = ? AND person_id
 """PostgreSQL only: the person's lane mark (``zkr_lane_marks``, :mod:`zkr.store.pg.schema`)."""
 
 
-def fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> list[tuple[Any, ...]]:
+def fetch_all(conn: sqlite3.Connection, sql: str, params: Any) -> Iterable[tuple[Any, ...]]:
     """The rows of a query reading the whole lane: on PostgreSQL packed into one JSON value
     (:meth:`zkr.store.pg.adapter.PgConnection.execute_packed`; psycopg would load thousands
-    of values one at a time), on SQLite as they come."""
+    of values one at a time), on SQLite as they come (one at a time: 100k rows with their
+    target texts held at once would add tens of MB to a first call's peak)."""
     if is_postgres(conn):
         rows: list[tuple[Any, ...]] = conn.execute_packed(sql, params).fetchall()  # type: ignore[attr-defined]
         return rows
-    return conn.execute(sql, params).fetchall()
+    return conn.execute(sql, params)
