@@ -76,6 +76,17 @@ def test_remember_embed_pending_then_plain_search_finds_a_synonym(db_path: str) 
     assert cli(db_path, "embed-pending", {}).json()["pending"] == 0  # drained
 
 
+def test_embed_pending_then_plain_search_on_postgresql(pg_dsn: str) -> None:
+    """The same on the PostgreSQL backend: the store's one-row embedder record (no scope, unlike
+    every other table) is written and read, and a query-only search finds the synonym."""
+    _fill(pg_dsn)
+    summary = cli(pg_dsn, "embed-pending").json()
+    assert summary["pending"] == summary["embedded"] == 8
+    found = _search(pg_dsn, "dairy")
+    assert found and found[0][0] == LACTOSE
+    assert cli(pg_dsn, "embed-pending", {}).json()["pending"] == 0
+
+
 def _f32(value: float) -> float:
     return float(struct.unpack("<f", struct.pack("<f", value))[0])
 

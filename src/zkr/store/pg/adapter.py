@@ -195,8 +195,15 @@ _REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
     ),
     (re.compile(r"\bmain\."), ""),
     # ids are unique per scope (zkr.store.pg.schema): an upsert on an id is an upsert on the
-    # scoped key
-    (re.compile(r"\bON CONFLICT \(id\)"), "ON CONFLICT (tenant_id, person_id, id)"),
+    # scoped key; zkr_embedder (zkr.store.embedconfig) is one row per store, with no scope
+    (
+        re.compile(r"\bON CONFLICT \(id\)"),
+        lambda m: (
+            m.group(0)
+            if "INSERT INTO zkr_embedder" in m.string
+            else "ON CONFLICT (tenant_id, person_id, id)"
+        ),
+    ),
 )
 
 # Statements whose SQLite form does not translate word for word: the SQLite text (whitespace
