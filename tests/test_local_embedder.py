@@ -246,6 +246,11 @@ def test_another_model_here_is_refused_not_mixed(
     assert "ZKR_EMBED_MODEL" in message and "my/minilm" in message
     monkeypatch.setenv("ZKR_EMBED", "off")  # lexical only, on purpose
     assert _search(db_path, "dairy") == []
+    monkeypatch.setenv("ZKR_EMBED", "FALSE")  # the usual spellings of "off" too
+    assert _search(db_path, "dairy") == []
+    monkeypatch.setenv("ZKR_EMBED", "of")  # a typo means neither
+    request = {"tenant_id": T, "person_id": P, "query": "dairy"}
+    assert cli(db_path, "search", request).error() == "ZKR_EMBED must be on or off, not 'of'"
     monkeypatch.delenv("ZKR_EMBED")
     # filling with the directory model switches the database to it (a new lane)
     summary = cli(db_path, "embed-pending", {}).json()

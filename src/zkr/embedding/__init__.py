@@ -22,4 +22,5 @@ SETTING = "ZKR_EMBED_MODEL"
 """Environment variable naming the local model: a built-in name or a model directory."""
 
 SWITCH = "ZKR_EMBED"
-"""Environment variable: ``off`` makes ``search`` ignore the database's local model."""
+"""Environment variable: ``off`` (or ``0``, ``false``, ``no``) makes ``search`` ignore the
+database's local model (:func:`zkr.store.embedconfig.switched_on`)."""

@@ -74,15 +74,34 @@ def forget(conn: sqlite3.Connection) -> bool:
         return False
 
 
+_OFF = frozenset({"off", "0", "false", "no"})
+_ON = frozenset({"", "on", "1", "true", "yes"})
+
+
+def switched_on() -> bool:
+    """``ZKR_EMBED``: ``off``/``0``/``false``/``no`` make ``search`` lexical on purpose;
+    unset, ``on``/``1``/``true``/``yes`` leave the recorded local model in use (any case).
+
+    Raises ``InvalidInput`` naming the setting for any other value (a typo must not silently
+    mean either)."""
+    value = os.environ.get("ZKR_EMBED", "").strip().lower()
+    if value in _OFF:
+        return False
+    if value in _ON:
+        return True
+    raise InvalidInput(f"ZKR_EMBED must be on or off, not {value!r}")
+
+
 def query_embedding(conn: sqlite3.Connection, query: str) -> QueryEmbedding | None:
     """The local embedding of ``query`` when this database has a recorded local model and
-    ``ZKR_EMBED`` is not ``off``; ``None`` otherwise (no import, no model load).
+    ``ZKR_EMBED`` does not switch it off (:func:`switched_on`); ``None`` otherwise (no import,
+    no model load).
 
     Raises ``EmbedderUnavailable`` (runtime or model missing here) or ``InvalidInput`` (the
     model found here writes another lane than the recorded one), both naming the setting.
     """
     config = configured(conn)
-    if config is None or os.environ.get("ZKR_EMBED", "").strip().lower() == "off":
+    if config is None or not switched_on():
         return None
     from zkr.embedding import SETTING
     from zkr.embedding.local import load
