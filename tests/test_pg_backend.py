@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -245,6 +246,29 @@ def test_deleted_and_erased_text_leaves_the_index(pg_dsn: str) -> None:
     assert docs == 1
 
 
+def embed_all(
+    db: str,
+    scope: dict[str, str],
+    lane: dict[str, str],
+    vector: Callable[[str], list[float]],
+) -> None:
+    """Embed every pending projection of ``lane`` (up to 100) through the ``embed`` command,
+    each input's vector ``vector(text)`` (no normalisation, cosine)."""
+    code, issues = call(db, "projections", {**scope, **lane, "limit": 100})
+    assert code == 0, issues
+    for issue in issues:
+        embedding = {
+            "vector": vector(issue["input"]["text"]),
+            "input_hash": issue["input"]["input_hash"],
+            "normalization": "none",
+            "distance": "cosine",
+            **lane,
+        }
+        request = {**scope, "target": issue["input"]["target"], "embedding": embedding}
+        code, out = call(db, "embed", request)
+        assert code == 0, out
+
+
 def test_a_kept_lane_sees_vectors_another_session_rewrites(pg_dsn: str) -> None:
     # the dense lane keeps decoded vectors across searches (zkr.store.dense.cache.state):
     # a row rewritten elsewhere with the same small columns must still be read again
@@ -252,21 +276,8 @@ def test_a_kept_lane_sees_vectors_another_session_rewrites(pg_dsn: str) -> None:
     lane = {"model": "m", "version": "1"}
     remember(pg_dsn, "the red door", 10)
     remember(pg_dsn, "the blue door", 11)
-    code, issues = call(pg_dsn, "projections", {**scope, **lane})
-    assert code == 0, issues
     vectors = {"the red door": [1.0, 0.0], "the blue door": [0.0, 1.0]}
-    for issue in issues:
-        text = issue["input"]["text"]
-        embedding = {
-            "vector": vectors[text],
-            "input_hash": issue["input"]["input_hash"],
-            "normalization": "none",
-            "distance": "cosine",
-            **lane,
-        }
-        request = {**scope, "target": issue["input"]["target"], "embedding": embedding}
-        code, out = call(pg_dsn, "embed", request)
-        assert code == 0, out
+    embed_all(pg_dsn, scope, lane, vectors.__getitem__)
     ask = {**scope, "query": "window", "query_embedding": {"vector": [1.0, 0.0], **lane}}
     with MemoryDb.open(pg_dsn) as db:
         (copies,) = db.conn.execute("SELECT count(*) FROM zkr_vectors").fetchone()
@@ -303,21 +314,12 @@ def _dense_session(db: str) -> list[list[tuple[str, str]]]:
         }
         done = remember(db, text, 10 + i, **({"claim": claim} if i % 2 == 0 else {}))
         sources[text] = done["source_id"]
-    code, issues = call(db, "projections", {**scope, **lane, "limit": 100})
-    assert code == 0, issues
-    for issue in issues:
-        text = issue["input"]["text"]
+
+    def vector(text: str) -> list[float]:
         rng = random.Random(text)  # ids differ between the stores: no ties ordered by id
-        embedding = {
-            "vector": [rng.uniform(-1.0, 1.0) for _ in range(4)],
-            "input_hash": issue["input"]["input_hash"],
-            "normalization": "none",
-            "distance": "cosine",
-            **lane,
-        }
-        request = {**scope, "target": issue["input"]["target"], "embedding": embedding}
-        code, out = call(db, "embed", request)
-        assert code == 0, out
+        return [rng.uniform(-1.0, 1.0) for _ in range(4)]
+
+    embed_all(db, scope, lane, vector)
     ask = {
         **scope,
         "query": "nothing matches this",
