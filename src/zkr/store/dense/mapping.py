@@ -163,24 +163,21 @@ class _Part:
             target_id, kind = row.target_id, row.kind
             if kind == "claim":
                 own[position] = target_id in citable
-            elif not row.mappable:
+                continue
+            if not row.mappable:
                 continue  # evidence whose source is not live; source without live evidence
-            elif kind == "source":
-                if target_id in by_source.claims:
-                    mapped = by_source.targets(TargetKind.SOURCE, target_id, hide_linked=True)
-                    if mapped:
-                        linked_rows.append((position, mapped))
-                else:
-                    own[position] = True
+            if kind == "source":
+                support, target_kind = by_source, TargetKind.SOURCE
             else:
+                support, target_kind = by_evidence, TargetKind.EVIDENCE
                 if row.capture is not None:
                     source_of[target_id] = row.capture
-                if target_id in by_evidence.claims:
-                    mapped = by_evidence.targets(TargetKind.EVIDENCE, target_id, hide_linked=True)
-                    if mapped:
-                        linked_rows.append((position, mapped))
-                else:
-                    own[position] = True
+            if target_id in support.claims:
+                mapped = support.targets(target_kind, target_id, hide_linked=True)
+                if mapped:
+                    linked_rows.append((position, mapped))
+            else:
+                own[position] = True
         own_positions = np.flatnonzero(own)
         folding: list[Target] = [t for _, mapped in linked_rows for t in mapped]
         if source_of:
