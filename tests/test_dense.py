@@ -4,6 +4,7 @@ literal reference scorer written from the spec, plus the cache's invalidation.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import random
@@ -1629,8 +1630,15 @@ def test_patched_side_files_equal_a_rebuild(
     # saves no state while a row is of the current second, which a vector file never trusts)
     edit(db_path, "DROP TRIGGER zkr_changes_sources_update")
     put(db, "source", notes[7].source_id)
-    settle = "UPDATE embeddings SET created_at = created_at - 100"
-    edit(db_path, settle)
+    settles = itertools.count(1)
+
+    def settle() -> None:
+        """Every row's ``created_at`` to a past second no earlier settle used: shifting by a
+        constant would give a row rewritten within the second of its previous write (a fast,
+        idle machine) the very meta it had, which no real writer can (embed restamps it)."""
+        edit(db_path, "UPDATE embeddings SET created_at = ?", (1_000_000 - next(settles),))
+
+    settle()
     agrees(db_path, patch=False)
     assert not list(side.glob("*.add"))  # the rebuild compacted the overlay
     put(db, "source", notes[8].source_id)
@@ -1639,12 +1647,12 @@ def test_patched_side_files_equal_a_rebuild(
     edit(db_path, "VACUUM")
     agrees(db_path, patch=None)  # nothing logged: the state stands
     edit(db_path, "DELETE FROM embeddings WHERE target_id = ?", (notes[3].source_id,))
-    edit(db_path, settle)
+    settle()
     agrees(db_path, patch=False)
     put(db, "source", notes[4].source_id)
     agrees(db_path)
     # losing the lane state while an overlay exists: the vector file is not trusted
-    edit(db_path, settle)
+    settle()
     for lane_file in side.glob("*.lane"):
         lane_file.unlink()
     agrees(db_path, patch=False)
