@@ -15,8 +15,9 @@ from typing import IO, Any
 import pytest
 
 from tests.conftest import cli, dump, sam_acme
+from zkr import MemoryDb
 from zkr.cli import REQUEST_LIMIT
-from zkr.serve import LINE_LIMIT
+from zkr.serve import LINE_LIMIT, FileWatch, answer
 
 
 class Server:
@@ -124,7 +125,33 @@ def test_answers_match_the_cli_byte_for_byte(server: Server, db_path: str) -> No
         (b'{"command": "get", "request": {}}', "missing field `id`", None),
         (
             b'{"id": true, "command": "get", "request": {}}',
-            "invalid type: boolean `true`, expected a string or integer",
+            "field `id`: invalid type: boolean `true`, expected a string or integer",
+            None,
+        ),
+        (
+            b'{"id": null, "command": "get", "request": {}}',
+            "field `id`: invalid type: null, expected a string or integer",
+            None,
+        ),
+        (
+            b'{"id": 1.0, "command": "get", "request": {}}',
+            "field `id`: invalid type: floating point `1.0`, expected a string or integer",
+            None,
+        ),
+        (
+            b'{"id": -0, "command": "get", "request": {}}',
+            "field `id`: invalid type: floating point `-0.0`, expected a string or integer",
+            None,
+        ),
+        (
+            b'{"id": [1], "command": "get", "request": {}}',
+            "field `id`: invalid type: sequence, expected a string or integer",
+            None,
+        ),
+        (
+            b'{"id": 9223372036854775808, "command": "get", "request": {}}',
+            "field `id`: invalid value: integer `9223372036854775808`, expected a string or an"
+            " integer from -9223372036854775808 to 9223372036854775807",
             None,
         ),
         (b'{"id": "a", "request": {}}', "missing field `command`", "a"),
@@ -151,6 +178,22 @@ def test_malformed_lines_get_an_error_line_and_the_server_goes_on(
     assert response == {"error": response["error"], "id": echoed}
     assert response["error"].startswith(message.split(" at line")[0]), response
     assert server.ok("remember", sam_acme())["source_id"]
+    assert server.close() == 0
+
+
+@pytest.mark.parametrize(
+    "request_id",
+    ["", "0", "null", "id", "ok", "error", " ", "é\u2028\u0000😀", 0, -1, 2**63 - 1, -(2**63)],
+)
+def test_ids_round_trip_exactly(server: Server, request_id: str | int) -> None:
+    """Every string (the empty one and the server's own key names included) and every i64 comes
+    back as the same JSON value, on an answer and on an error alike."""
+    for command, request in (("profiles", {"tenant_id": "t1", "person_id": "p1"}), ("nope", {})):
+        line = {"id": request_id, "command": command, "request": request}
+        server.send_line(json.dumps(line).encode())  # \u escapes on the way in
+        response = server.read()
+        assert response["id"] == request_id and type(response["id"]) is type(request_id)
+        assert set(response) == ({"id", "ok"} if command == "profiles" else {"error", "id"})
     assert server.close() == 0
 
 
@@ -349,3 +392,57 @@ def test_serve_help_states_the_framing() -> None:
     assert result.stdout.startswith("usage: zkr serve --db PATH\n")
     assert f"a line at most {LINE_LIMIT}" in result.stdout
     assert max(len(line) for line in result.stdout.splitlines()) <= 80
+
+
+@pytest.mark.parametrize("how", ["deleted", "replaced"])
+def test_a_file_deleted_or_replaced_under_the_server_is_refused(
+    server: Server, db_path: str, tmp_path: Path, how: str
+) -> None:
+    """SQLite would go on writing to the old, unlinked inode: the server answers the next
+    request with an error instead (never an acknowledged write that went nowhere), says so on
+    stderr and exits 1; the file now at the path is untouched."""
+    assert server.ok("remember", sam_acme())["source_id"]
+    for suffix in ("", "-wal", "-shm"):  # a whole SQLite file goes (the old WAL with it)
+        Path(db_path + suffix).unlink(missing_ok=True)
+    if how == "replaced":
+        other = str(tmp_path / "other.db")
+        assert cli(other, "remember", {**sam_acme(), "text": "Kim lives in Porto"}).json()
+        before = dump(other)
+        Path(other).replace(db_path)
+    write = {**sam_acme(), "text": "Sam moved to Lisbon", "ingestion_key": "late"}
+    response = server.call("remember", write)
+    message = (
+        f"database file {Path(db_path).resolve()} was {how} while zkr serve had it open; nothing"
+        " more is read or written through the old file: restart zkr serve"
+    )
+    assert response == {"error": message, "id": server.next_id}
+    assert server.proc.wait(timeout=30) == 1
+    assert server.proc.stderr is not None
+    assert json.loads(server.proc.stderr.read()) == {"error": message}
+    if how == "deleted":
+        assert not Path(db_path).exists()
+    else:
+        assert dump(db_path) == before  # the file now at the path never saw the write
+
+
+def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:
+    """In process: :class:`FileWatch` refuses a request once the file is gone, reads included,
+    and keeps refusing (a new file at the path does not bring the old connection back)."""
+    with MemoryDb.open(db_path) as database:
+        watch = FileWatch(db_path)
+        line = json.dumps({"id": "r", "command": "remember", "request": sam_acme()}).encode()
+        assert json.loads(answer(database, line, watch))["ok"]["source_id"]
+        Path(db_path).unlink()
+        lost = json.loads(answer(database, line, watch))
+        assert lost["id"] == "r" and "was deleted while zkr serve had it open" in lost["error"]
+        sqlite3.connect(db_path).close()  # something recreates the path: still refused
+        search = {"tenant_id": "t1", "person_id": "p1", "query": "Sam"}
+        again = json.loads(
+            answer(
+                database,
+                json.dumps({"id": 2, "command": "search", "request": search}).encode(),
+                watch,
+            )
+        )
+        assert again == {"error": lost["error"], "id": 2}
+    assert FileWatch("postgresql://zkr@127.0.0.1/x").problem() is None  # not a file: unwatched

@@ -26,6 +26,20 @@ mutation is one SQLite transaction, so nothing is ever half-written, even on SIG
 job, another server) may write the same file meanwhile: every read runs on a fresh SQLite
 snapshot and the decoded-vector cache is keyed on the file's change counter
 (:func:`zkr.store.dense.registry.signature`), so their writes are seen by the next request.
+
+**Ids.** ``id`` is a string (any, ``""`` included) or an integer from -2^63 to 2^63-1; the
+response carries the same JSON value back. Any other id (``null``, a boolean, a float such as
+``1.0`` or ``-0``, an array, an integer out of range) is refused with ``field `id`: ...`` and the
+error line's id is ``null``, as for a line that is not JSON or has no ``id``; responses keep the
+request order, so even those lines can be matched by position.
+
+**The file under the server.** SQLite keeps writing to the file it opened, even when that file
+was deleted or replaced (``rm``, ``mv``, a restored backup): the writes would go to an unlinked
+inode and be lost. Before and after each request the server compares the device and inode at
+``PATH`` with the ones it opened (:class:`FileWatch`, one ``stat`` each); when they differ it
+answers that request with an error instead of its result (a write it ran is never acknowledged),
+writes the same error on stderr and exits with status 1, so a host restarts it on the current
+file.
 """
 
 from __future__ import annotations
@@ -34,13 +48,14 @@ import gc
 import os
 import select
 import signal
+import stat
 import sys
 from collections.abc import Iterator
 from types import FrameType
 from typing import Any, BinaryIO
 
 from zkr.cli import REQUEST_LIMIT, dispatch
-from zkr.codec import Fields, _describe, canonical, cli_dumps, parse_json
+from zkr.codec import I64_MAX, I64_MIN, Fields, _describe, canonical, cli_dumps, parse_json
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 from zkr.output import respond, write_all
@@ -82,10 +97,7 @@ def parse_envelope(line: bytes) -> tuple[str | int | None, str, Any]:
     fields = Fields(value, "struct ServeRequest")
     request_id: str | int | None = None
     try:
-        raw_id = fields.required("id")
-        if isinstance(raw_id, bool) or not isinstance(raw_id, str | int):
-            raise RequestError(f"invalid type: {_describe(raw_id)}, expected a string or integer")
-        request_id = raw_id
+        request_id = _request_id(fields.required("id"))
         command = fields.string("command")
         request = fields.required("request")
     except RequestError as exc:
@@ -93,6 +105,21 @@ def parse_envelope(line: bytes) -> tuple[str | int | None, str, Any]:
     if len(line) > REQUEST_LIMIT and len(canonical(request).encode("utf-8")) > REQUEST_LIMIT:
         raise _LineError(request_id, f"request exceeds {REQUEST_LIMIT} bytes")
     return request_id, command, request
+
+
+def _request_id(raw: Any) -> str | int:
+    """The envelope's ``id`` as given, or :class:`RequestError` naming the field (module
+    docstring: a string, or an integer that fits in an i64)."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        if I64_MIN <= raw <= I64_MAX:
+            return raw
+        raise RequestError(
+            f"field `id`: invalid value: integer `{raw}`, expected a string or an integer"
+            f" from {I64_MIN} to {I64_MAX}"
+        )
+    raise RequestError(f"field `id`: invalid type: {_describe(raw)}, expected a string or integer")
 
 
 class _LineError(Exception):
@@ -113,11 +140,57 @@ def run_command(database: MemoryDb, command: str, request: Any) -> Any:
         raise RequestError("request nesting is too deep") from None
 
 
-def answer(database: MemoryDb, line: bytes) -> str:
-    """The response line (without newline) for one request line. Never raises for bad input."""
+class FileWatch:
+    """The database file a server opened, by device and inode, checked around each request.
+
+    ``path`` is stat-ed once at construction (right after the database was opened); a path
+    that is not a regular file (a PostgreSQL DSN, say) is not watched. :meth:`problem` costs
+    one ``os.stat``; once it has found the file gone or replaced, :attr:`lost` keeps its
+    message.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.abspath(path)
+        self.lost: str | None = None
+        self.identity: tuple[int, int] | None = None
+        try:
+            info = os.stat(self.path)
+        except (OSError, ValueError):
+            return
+        if stat.S_ISREG(info.st_mode):
+            self.identity = (info.st_dev, info.st_ino)
+
+    def problem(self) -> str | None:
+        """``None`` while ``path`` is still the opened file; else the error message."""
+        if self.lost is not None or self.identity is None:
+            return self.lost
+        try:
+            info = os.stat(self.path)
+            what = None if (info.st_dev, info.st_ino) == self.identity else "replaced"
+        except FileNotFoundError:
+            what = "deleted"
+        except OSError as exc:
+            what = f"made unreadable ({exc.strerror or exc})"
+        if what is not None:
+            self.lost = (
+                f"database file {self.path} was {what} while zkr serve had it open; nothing"
+                " more is read or written through the old file: restart zkr serve"
+            )
+        return self.lost
+
+
+def answer(database: MemoryDb, line: bytes, watch: FileWatch | None = None) -> str:
+    """The response line (without newline) for one request line. Never raises for bad input.
+
+    With ``watch``, a request is not run when the file is already gone or replaced, and its
+    result is replaced by that error when the file went during the request (the answer a
+    write would have had is never sent; the server then stops, see :func:`serve`).
+    """
     request_id: str | int | None = None
     try:
         request_id, command, request = parse_envelope(line)
+        if watch is not None and (lost := watch.problem()) is not None:
+            return cli_dumps({"error": lost, "id": request_id})
         result = run_command(database, command, request)
     except _LineError as exc:
         return cli_dumps({"error": exc.message, "id": exc.request_id})
@@ -126,6 +199,8 @@ def answer(database: MemoryDb, line: bytes) -> str:
     except Exception as exc:  # last resort, as in the CLI: the server must go on
         message = bounded(f"internal error: {type(exc).__name__}: {exc}")
         return cli_dumps({"error": message, "id": request_id})
+    if watch is not None and (lost := watch.problem()) is not None:
+        return cli_dumps({"error": lost, "id": request_id})
     return cli_dumps({"id": request_id, "ok": result})
 
 
@@ -191,10 +266,18 @@ def _drain(fd: int) -> None:
         pass
 
 
-def serve(database: MemoryDb, stdin: BinaryIO, stdout: Any, wake_fd: int | None = None) -> int:
+def serve(
+    database: MemoryDb,
+    stdin: BinaryIO,
+    stdout: Any,
+    wake_fd: int | None = None,
+    watch: FileWatch | None = None,
+) -> int:
     """Answer every request line of ``stdin`` on ``stdout`` until end of input or a stop signal.
 
-    Returns 0, or 1 when stdout can no longer be written (the reader went away).
+    Returns 0; 1 when stdout can no longer be written (the reader went away) or when ``watch``
+    found the database file deleted or replaced (after answering that request with the error,
+    which also goes to stderr).
     """
     for line in read_lines(stdin, wake_fd):
         if isinstance(line, OversizedLine):
@@ -202,12 +285,15 @@ def serve(database: MemoryDb, stdin: BinaryIO, stdout: Any, wake_fd: int | None 
         elif not line.strip(b" \t\r"):
             continue
         else:
-            response = answer(database, line)
+            response = answer(database, line, watch)
         try:
             write_all(stdout, response + "\n")
         except OSError as exc:
             message = f"cannot write the response to stdout: {exc.strerror or exc}"
             sys.stderr.write(cli_dumps({"error": message}) + "\n")
+            return 1
+        if watch is not None and watch.lost is not None:
+            sys.stderr.write(cli_dumps({"error": watch.lost}) + "\n")
             return 1
     return 0
 
@@ -229,6 +315,7 @@ def main(argv: list[str]) -> int:
     try:
         path = _parse_args(argv)
         database = MemoryDb.open(path)
+        watch = FileWatch(path)
     except ZkrError as exc:
         sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
@@ -243,7 +330,7 @@ def main(argv: list[str]) -> int:
     previous_wake = signal.set_wakeup_fd(wake_w)
     previous = {signum: signal.signal(signum, _Stop.handler) for signum in STOP_SIGNALS}
     try:
-        return serve(database, sys.stdin.buffer, sys.stdout, wake_r)
+        return serve(database, sys.stdin.buffer, sys.stdout, wake_r, watch)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
