@@ -122,5 +122,50 @@ def test_unused_section_budget_flows_to_the_pack_and_a_cut_line_beats_nothing(
         assert "…" in cut and cut.endswith(
             f"[source {stored.source_id}; evidence {stored.evidence_id}]"
         )
-    # too small for the header, a citation and some text: nothing rather than a broken line
-    assert build_context(db, T, P, "welding", max_bytes=120).text == ""
+    # too small for the header and the whole citation: the short header and the memory's own
+    # id (enough for `get`/`trace`) still carry the top item; smaller still: nothing, no
+    # broken line
+    tiny = build_context(db, T, P, "welding", max_bytes=120)
+    assert tiny.text.splitlines()[0] == "Memories (zkr, cited):"
+    assert tiny.text.splitlines()[1].endswith(f"… [source {stored.source_id}]")
+    assert (
+        len(tiny.text.encode()) <= 120
+        and tiny.items
+        and tiny.to_json()["left_out"]
+        == {
+            "items": 0,
+            "profiles": 0,
+            "reviews": 0,
+        }
+    )
+    smallest = 23 + 2 + 16 + 1 + len(f"[source {stored.source_id}]") + 1  # header, line
+    assert build_context(db, T, P, "welding", max_bytes=smallest).items
+    empty = build_context(db, T, P, "welding", max_bytes=smallest - 1)
+    assert empty.text == "" and empty.to_json()["left_out"]["items"] == 1
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=0, max_value=700))
+def test_a_small_budget_carries_the_top_memory_and_says_what_it_left_out(
+    db: MemoryDb, budget: int
+) -> None:
+    """The best memory comes first even when a shorter profile or review line would fit
+    where it does not; ``left_out`` counts the lines found but not shown."""
+    if not db.profiles(LimitRequest(T, P)):
+        _seed(db)
+    full = build_context(db, T, P, "welder Acme", max_bytes=100_000)
+    block = build_context(db, T, P, "welder Acme", max_bytes=budget)
+    counts = block.to_json()["left_out"]
+    assert counts == {
+        "items": len(full.items) - len(block.items),
+        "profiles": len(full.profiles) - len(block.profiles),
+        "reviews": len(full.reviews) - len(block.reviews),
+    }
+    top = full.items[0]
+    smallest = 23 + 2 + 16 + 1 + len(f"[{top.memory.kind.value} {top.memory.id}]") + 1
+    if budget >= smallest:
+        assert block.items and block.items[0] == top
+        assert f"{top.memory.kind.value} {top.memory.id}" in block.text.splitlines()[1]
+    else:
+        assert block.text == ""
+    assert len(block.text.encode()) <= budget

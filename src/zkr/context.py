@@ -16,6 +16,14 @@ keeps its citation whole and 16 bytes of text (so a small budget shows one cut l
 nothing), and what is still left — the share of an empty section, say — lengthens the cut lines
 again, up to their full text. Sections keep their order (memories, profile, reviews).
 
+**A small budget still carries the top line.** When the first line in that priority (the best
+memory, or the first profile entry or review when no memory matched) does not fit even cut, it
+is placed first in a compact form: its section's short header (``Memories (zkr, cited):``), and
+if that is still too long, its citation reduced to the memory's own kind and id (``[claim 9c…]``,
+enough for ``get`` or ``trace`` to reach its evidence). Only a budget too small for that and
+:data:`MIN_CUT_BODY_BYTES` of text gives an empty block. ``left_out`` counts, per section, the
+lines that were found but did not fit.
+
 **Citations.** Each memory line ends with the memory's kind and id and its evidence ids, each
 profile line with its claim id, each review line with its id, so a model can ``get`` them.
 """
@@ -23,7 +31,7 @@ profile line with its claim id, each review line with its id, so a model can ``g
 from __future__ import annotations
 
 from itertools import zip_longest
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from zkr import model
 from zkr.errors import RequestError
@@ -71,34 +79,53 @@ def build_context(
     )
     line_cap = max(MIN_LINE_BYTES, max_bytes // 4)
     shown_query = _clip(repr(" ".join(query.split())), line_cap // 2)
-    sections: list[tuple[str, list[tuple[str, str, Any]]]] = [
-        (
+    sections: list[_Section] = [
+        _Section(
             f"Memories matching {shown_query} (zkr, cited):",
-            [(item.excerpt, _item_citation(item), item) for item in items],
+            "Memories (zkr, cited):",
+            [
+                _Candidate(
+                    item.excerpt,
+                    _item_citation(item),
+                    f"[{item.memory.kind.value} {item.memory.id}]",
+                    item,
+                )
+                for item in items
+            ],
         ),
-        (
+        _Section(
+            "Profile (current):",
             "Profile (current):",
             [
-                (f"{e.key}: {e.value}", f"[{e.stability.value}; claim {e.claim_id}]", e)
+                _Candidate(
+                    f"{e.key}: {e.value}",
+                    f"[{e.stability.value}; claim {e.claim_id}]",
+                    f"[claim {e.claim_id}]",
+                    e,
+                )
                 for e in profiles
             ],
         ),
-        (
+        _Section(
             "Latest daily reviews:",
-            [(f"{r.day}: {r.summary}", f"[review {r.id}]", r) for r in reviews],
+            "Latest daily reviews:",
+            [
+                _Candidate(f"{r.day}: {r.summary}", f"[review {r.id}]", f"[review {r.id}]", r)
+                for r in reviews
+            ],
         ),
     ]
-    chosen = _choose(sections, max_bytes, line_cap)
+    chosen, compact = _choose(sections, max_bytes, line_cap)
     lines: list[str] = []
     taken: list[list[Any]] = [[], [], []]
-    for index, (header, candidates) in enumerate(sections):
+    for index, section in enumerate(sections):
         picked = [
-            (chosen[index, position], value)
-            for position, (_, _, value) in enumerate(candidates)
+            (chosen[index, position], candidate.value)
+            for position, candidate in enumerate(section.candidates)
             if (index, position) in chosen
         ]
         if picked:
-            lines.append(header)
+            lines.append(section.short_header if index in compact else section.header)
             lines.extend(text for text, _ in picked)
             taken[index] = [value for _, value in picked]
     if not items and query.strip():
@@ -106,16 +133,34 @@ def build_context(
         if _size(lines) + len(note.encode("utf-8")) + 1 <= max_bytes:
             lines.insert(0, note)
     text = "".join(line + "\n" for line in lines)
-    return model.ContextBlock(text, taken[0], taken[1], taken[2])
+    left_out = tuple(len(section.candidates) - len(taken[i]) for i, section in enumerate(sections))
+    return model.ContextBlock(text, taken[0], taken[1], taken[2], left_out)
+
+
+class _Candidate(NamedTuple):
+    body: str
+    citation: str
+    short_citation: str  # the compact form's: the cited record's own kind and id
+    value: Any
+
+
+class _Section(NamedTuple):
+    header: str
+    short_header: str
+    candidates: list[_Candidate]
 
 
 def _choose(
-    sections: list[tuple[str, list[tuple[str, str, Any]]]], budget: int, line_cap: int
-) -> dict[tuple[int, int], str]:
+    sections: list[_Section], budget: int, line_cap: int
+) -> tuple[dict[tuple[int, int], str], set[int]]:
     """The line of each (section, position) taken, in the 2:1:1 priority order (module
-    docstring): capped lines while they fit, then skipped lines cut to what is left, then the
-    rest of the budget lengthening cut lines. Headers count once per section taken."""
-    memories, profiles, reviews = ([(i, p) for p in range(len(sections[i][1]))] for i in range(3))
+    docstring): the top line in compact form when it cannot fit otherwise, capped lines while
+    they fit, then skipped lines cut to what is left, then the rest of the budget lengthening
+    cut lines. Headers count once per section taken. Also returns the sections whose short
+    header is used."""
+    memories, profiles, reviews = (
+        [(i, p) for p in range(len(sections[i].candidates))] for i in range(3)
+    )
     order: list[tuple[int, int]] = []
     pairs = [memories[k : k + 2] for k in range(0, len(memories), 2)]
     for group, profile, review in zip_longest(pairs, profiles, reviews):
@@ -124,12 +169,43 @@ def _choose(
     used = 0
     chosen: dict[tuple[int, int], str] = {}
     opened: set[int] = set()
+    compact: set[int] = set()
+    citations = {
+        (i, p): c.citation for i, s in enumerate(sections) for p, c in enumerate(s.candidates)
+    }
 
     def header_cost(section: int) -> int:
-        return 0 if section in opened else len(sections[section][0].encode("utf-8")) + 1
+        if section in opened:
+            return 0
+        header = sections[section].short_header if section in compact else sections[section].header
+        return len(header.encode("utf-8")) + 1
+
+    if order:  # 0. the top line, compact if that is the only way it fits
+        section, position = top = order[0]
+        candidate = sections[section].candidates[position]
+        capped = _line(candidate.body, candidate.citation, line_cap)
+        if header_cost(section) + len(capped.encode("utf-8")) + 1 > budget:
+            header = header_cost(section)
+            short_header = len(sections[section].short_header.encode("utf-8")) + 1
+            for header_bytes, citation in (
+                (header, candidate.citation),
+                (short_header, candidate.citation),
+                (short_header, candidate.short_citation),
+            ):
+                if _cut_room(budget, header_bytes, citation) >= 0:
+                    if header_bytes != header:
+                        compact.add(section)
+                    citations[top] = citation
+                    line = _cut_line(candidate.body, citation, budget - header_bytes - 1)
+                    used += header_bytes + len(line.encode("utf-8")) + 1
+                    chosen[top] = line
+                    opened.add(section)
+                    break
 
     for section, position in order:  # 1. lines within the per-line cap, while they fit
-        body, citation, _ = sections[section][1][position]
+        if (section, position) in chosen:
+            continue
+        body, citation = sections[section].candidates[position].body, citations[section, position]
         line = _line(body, citation, line_cap)
         cost = header_cost(section) + len(line.encode("utf-8")) + 1
         if used + cost <= budget:
@@ -139,10 +215,10 @@ def _choose(
     for section, position in order:  # 2. a skipped line cut to what is left, citation whole
         if (section, position) in chosen:
             continue
-        body, citation, _ = sections[section][1][position]
-        room = budget - used - header_cost(section) - 1
-        if room - len(citation.encode("utf-8")) - 3 < MIN_CUT_BODY_BYTES:
+        body, citation = sections[section].candidates[position].body, citations[section, position]
+        if _cut_room(budget - used, header_cost(section), citation) < 0:
             continue
+        room = budget - used - header_cost(section) - 1
         line = _cut_line(body, citation, room)
         used += header_cost(section) + len(line.encode("utf-8")) + 1
         chosen[section, position] = line
@@ -150,14 +226,21 @@ def _choose(
     for key in order:  # 3. what is left lengthens cut lines, up to their full text
         if key not in chosen or used >= budget:
             continue
-        body, citation, _ = sections[key[0]][1][key[1]]
+        body, citation = sections[key[0]].candidates[key[1]].body, citations[key]
         size = len(chosen[key].encode("utf-8"))
         line = _line(body, citation, size + budget - used)
         grown = len(line.encode("utf-8"))
         if grown > size:
             used += grown - size
             chosen[key] = line
-    return chosen
+    return chosen, compact
+
+
+def _cut_room(budget: int, header: int, citation: str) -> int:
+    """Bytes to spare when a line with ``citation`` and :data:`MIN_CUT_BODY_BYTES` of text, plus
+    ``header`` bytes (0 for an open section), is placed in ``budget`` (negative: no room)."""
+    line = 2 + MIN_CUT_BODY_BYTES + 1 + len(citation.encode("utf-8"))
+    return budget - header - line - 1
 
 
 def _size(lines: list[str]) -> int:

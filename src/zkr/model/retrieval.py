@@ -136,6 +136,8 @@ class ContextBlock(NamedTuple):
     items: list[RetrievalItem]
     profiles: "list[ProfileEntry]"
     reviews: "list[DailyReview]"
+    left_out: tuple[int, int, int] = (0, 0, 0)
+    """Found but not shown for the budget: (memories, profile entries, reviews)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -144,4 +146,5 @@ class ContextBlock(NamedTuple):
             "items": [item.to_json() for item in self.items],
             "profiles": [entry.to_json() for entry in self.profiles],
             "reviews": [review.to_json() for review in self.reviews],
+            "left_out": dict(zip(("items", "profiles", "reviews"), self.left_out, strict=True)),
         }
