@@ -265,3 +265,25 @@ def test_a_port_in_use_is_one_error(db_path: str) -> None:
         result = cli(None, argv=["mcp", "--db", db_path, "--http", "--port", str(port)])
         message = result.error()
     assert message == f"cannot listen on 127.0.0.1:{port}: Address already in use"
+
+
+def test_a_deleted_file_is_a_tool_error(db_path: str) -> None:
+    """As for ``zkr serve``: once the file is deleted under the server, no write is
+    acknowledged (SQLite would write to the unlinked file); every call is a tool error."""
+    from pathlib import Path
+
+    async def session() -> tuple[Any, Any]:
+        async with mcp.Client(_params(db_path)) as client:
+            _ok(await client.call_tool("remember", {"text": "Sam works at Acme"}))
+            for suffix in ("", "-wal", "-shm"):
+                Path(db_path + suffix).unlink(missing_ok=True)
+            lost = await client.call_tool("remember", {"text": "Sam moved to Lisbon"})
+            read = await client.call_tool("search", {"query": "Sam"})
+            return lost, read
+
+    lost, read = asyncio.run(session())
+    for result in (lost, read):
+        assert result.is_error
+        (block,) = result.content
+        assert "was deleted while zkr mcp had it open; nothing more" in block.text
+    assert not Path(db_path).exists()

@@ -26,7 +26,7 @@ from zkr import __version__
 from zkr.context import DEFAULT_MAX_BYTES
 from zkr.errors import ZkrError
 from zkr.memory import MemoryDb
-from zkr.serve import run_command
+from zkr.serve import FileWatch, run_command
 
 SourceKind = Literal[
     "conversation", "screen", "audio", "document", "integration", "user_correction"
@@ -130,11 +130,18 @@ def build_server(
     )
     read_only = ToolAnnotations(read_only_hint=True)
 
+    watch = FileWatch(db.path, "zkr mcp")  # the file deleted or replaced under the server: refuse
+
     def call(command: str, request: dict[str, Any]) -> Any:
+        if (lost := watch.problem()) is not None:
+            raise ToolError(lost)
         try:
-            return run_command(db, command, {**request, **scope})
+            result = run_command(db, command, {**request, **scope})
         except ZkrError as exc:
             raise ToolError(exc.message) from None
+        if (lost := watch.problem()) is not None:  # never acknowledge a write that went nowhere
+            raise ToolError(lost)
+        return result
 
     @server.tool(
         description="Store something the user said, showed or did (a source and its evidence), "

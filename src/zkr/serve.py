@@ -149,8 +149,9 @@ class FileWatch:
     message.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, server: str = "zkr serve") -> None:
         self.path = os.path.abspath(path)
+        self.server = server  # named in the message: what to restart
         self.lost: str | None = None
         self.identity: tuple[int, int] | None = None
         try:
@@ -173,8 +174,8 @@ class FileWatch:
             what = f"made unreadable ({exc.strerror or exc})"
         if what is not None:
             self.lost = (
-                f"database file {self.path} was {what} while zkr serve had it open; nothing"
-                " more is read or written through the old file: restart zkr serve"
+                f"database file {self.path} was {what} while {self.server} had it open;"
+                f" nothing more is read or written through the old file: restart {self.server}"
             )
         return self.lost
 
