@@ -133,7 +133,10 @@ def build_context(
         if _size(lines) + len(note.encode("utf-8")) + 1 <= max_bytes:
             lines.insert(0, note)
     text = "".join(line + "\n" for line in lines)
-    left_out = tuple(len(section.candidates) - len(taken[i]) for i, section in enumerate(sections))
+    memories, profile_lines, review_lines = (
+        len(section.candidates) - len(taken[i]) for i, section in enumerate(sections)
+    )
+    left_out = (memories, profile_lines, review_lines)
     return model.ContextBlock(text, taken[0], taken[1], taken[2], left_out)
 
 
