@@ -252,12 +252,15 @@ def _source_scores(ranked: _Ranking, source_ids: Sequence[str]) -> dict[str, flo
     lo = int(np.searchsorted(derived.kinds, rank, side="left"))
     hi = int(np.searchsorted(derived.kinds, rank, side="right"))
     block = derived.ids[lo:hi]
-    found: dict[str, int] = {}
-    for source_id in source_ids:
-        key = source_id.encode("utf-8", "surrogatepass")
-        at = int(np.searchsorted(block, key))
-        if at < len(block) and bytes(block[at]) == key:
-            found[source_id] = lo + at
+    keys = [i.encode("utf-8", "surrogatepass") for i in source_ids]
+    if not keys or not len(block):
+        return {}
+    at = np.searchsorted(block, np.asarray(keys, dtype=block.dtype)).tolist()
+    found = {
+        source_id: lo + place
+        for source_id, key, place in zip(source_ids, keys, at, strict=True)
+        if place < len(block) and bytes(block[place]) == key
+    }
     if not found:
         return {}
     numbers = np.asarray(list(found.values()), dtype=np.int64)
