@@ -205,7 +205,8 @@ def in_context(
 ) -> list[Candidate]:
     """:func:`scored`'s first ``count`` targets as :class:`Candidate` s: with their captures'
     neighbour scores and text heads, for :func:`zkr.store.fusion.dense_order`. A Source or
-    Evidence target's capture is its source; a claim has none (no neighbours, empty head).
+    Evidence target's capture is its source; a claim has none (no neighbours, empty head), and
+    neither has a capture whose neighbours hold no vector: such targets get no lift.
     One statement reads every capture's neighbours and head."""
     ranked = _ranked(conn, tenant_id, person_id, query)
     if ranked is None:
@@ -217,7 +218,8 @@ def in_context(
         if target.kind is TargetKind.SOURCE:
             return target.id
         if target.kind is TargetKind.EVIDENCE:
-            return derived.source_of.get(target.id) or _evidence_source(conn, target.id)
+            found = derived.source_of.get(target.id)
+            return found or _evidence_source(conn, tenant_id, person_id, target.id)
         return None
 
     captures = {target: capture(target) for target, _ in first}
@@ -239,8 +241,13 @@ def in_context(
     return out
 
 
-def _evidence_source(conn: sqlite3.Connection, evidence_id: str) -> str | None:
-    row = conn.execute("SELECT source_id FROM evidence WHERE id = ?", (evidence_id,)).fetchone()
+def _evidence_source(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, evidence_id: str
+) -> str | None:
+    row = conn.execute(
+        "SELECT source_id FROM evidence WHERE tenant_id = ? AND person_id = ? AND id = ?",
+        (tenant_id, person_id, evidence_id),
+    ).fetchone()
     return None if row is None else str(row[0])
 
 
