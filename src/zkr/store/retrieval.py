@@ -86,10 +86,16 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         from zkr.store import dense, embedconfig, fusion  # numpy: only hybrid searches
 
         lexical = [r.target for r in ranked]
-        scored = dense.scored(
-            conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL, lexical
-        )
         calibration = embedconfig.calibration(conn, query_embedding)
+        if calibration is None:  # a caller's model: its scores as they are
+            scored = dense.scored(
+                conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL, lexical
+            )
+        else:  # the local model's calibrated lane: in conversation order (fusion.dense_order)
+            candidates = dense.in_context(
+                conn, req.tenant_id, req.person_id, query_embedding, fusion.CONTEXT_POOL, lexical
+            )
+            scored = fusion.dense_order(candidates, req.query, calibration[0])
         fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
         items = materialize_all(conn, req.tenant_id, req.person_id, fused, req.as_of)
     return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
