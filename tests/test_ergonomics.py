@@ -148,6 +148,26 @@ def test_scope_rejects_unknown_enum_strings_naming_the_field(db: MemoryDb) -> No
     assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
 
 
+def test_scope_rejects_a_malformed_claim_or_locator_as_a_request_error(db: MemoryDb) -> None:
+    """A partial or non-mapping locator raised a bare ``TypeError`` from ``Locator(**loc)``, and
+    a claim given as a list or string was reported as unknown fields named by its items."""
+    sam = db.scope("acme", "sam")
+    locator = {"device_id": "d", "provider": "p", "stream_id": "s", "segment_id": "g"}
+    with pytest.raises(RequestError, match=r"^field `locator`: missing field `start_ms`$"):
+        sam.remember("x", locator={"device_id": "d"} | locator)
+    with pytest.raises(RequestError, match=r"^field `locator`: unknown field `offset`$"):
+        sam.remember("x", locator={**locator, "start_ms": 1, "end_ms": 2, "offset": 0})
+    with pytest.raises(RequestError, match=r"^field `locator`: invalid type: list, expected a"):
+        sam.remember("x", locator=["d", "p", "s", "g", 1, 2])  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `claim`: invalid type: str, expected a"):
+        sam.remember("x", claim="Sam employer Acme")  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `claim`: invalid type: list, expected a"):
+        sam.remember("x", claim=[1])  # type: ignore[arg-type]
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
+    stored = sam.remember("x", locator={**locator, "start_ms": 1, "end_ms": 2})
+    assert sam.locator(stored.evidence_id) == ("d", "p", "s", "g", 1, 2)
+
+
 def test_scope_explicit_times_are_used_as_given(db: MemoryDb) -> None:
     sam = db.scope("acme", "sam")
     stored = sam.remember(
