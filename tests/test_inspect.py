@@ -327,6 +327,16 @@ def test_browse_filters(db: MemoryDb) -> None:
         sam.browse(records="everything")
 
 
+def test_browse_refuses_a_cursor_of_an_unknown_type(db_path: str) -> None:
+    """A ``before`` cursor whose ``type`` is neither ``source`` nor ``claim`` was accepted and
+    bounded both lists as the other type, a page that silently skipped or repeated items."""
+    cli(db_path, "remember", sam_acme(T, P)).json()
+    first = cli(db_path, "browse", {"tenant_id": T, "person_id": P, "limit": 1}).json()
+    cursor = {**first["next"], "type": "Claim"}
+    request = {"tenant_id": T, "person_id": P, "limit": 1, "before": cursor}
+    assert cli(db_path, "browse", request).error() == "before.type must be one of source, claim"
+
+
 def test_browse_cli_shows_deleted_sources_without_text(db_path: str) -> None:
     stored = cli(db_path, "remember", sam_acme(T, P)).json()
     delete = {"tenant_id": T, "person_id": P, "source_id": stored["source_id"], "deleted_at": 20}
