@@ -76,6 +76,14 @@ def test_mode_help_is_plain_text_without_rst_markup(name: str) -> None:
     assert ":data:" not in result.stdout and "**" not in result.stdout
 
 
+def test_import_help_flag_is_the_plain_text_of_help_import() -> None:
+    """``zkr import --help`` printed the module doc with its ``rst`` markup."""
+    expected = cli(None, argv=["help", "import"]).stdout
+    for flag in ("--help", "-h", "help"):
+        result = cli(None, argv=["import", flag])
+        assert result.code == 0 and result.stdout == expected, result.stderr
+
+
 def test_version() -> None:
     result = cli(None, argv=["--version"])
     assert (

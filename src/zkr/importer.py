@@ -427,7 +427,9 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
     if argv in (["--help"], ["-h"], ["help"]):
-        return respond(out, err, __doc__ or "")
+        from zkr.clihelp import plain_text
+
+        return respond(out, err, plain_text(__doc__ or ""))  # the text of `zkr help import`
     from zkr.memory import MemoryDb
     from zkr.text import require_scope
 
