@@ -49,6 +49,16 @@ def test_help_of_an_unknown_command_is_the_unknown_command_error() -> None:
     assert cli(None, argv=["help", "serch"]).error() == 'unknown command "serch"'
 
 
+def test_help_help_is_the_help_screen_that_lists_it() -> None:
+    """``help`` is a row of the help screen's command list, but ``zkr help help`` answered
+    ``unknown command "help"``."""
+    screen = cli(None, argv=["--help"]).stdout
+    assert "  help " in screen
+    for argv in (["help", "help"], ["--db", "x.db", "help", "help"]):
+        result = cli(None, argv=argv)
+        assert result.code == 0 and result.stdout == screen, result.stderr
+
+
 def test_help_command_after_db_does_not_open_the_file(tmp_path: Path) -> None:
     path = tmp_path / "x.db"
     result = cli(None, argv=["--db", str(path), "help", "remember"])
