@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import cli, dump, sam_acme
 from tests.sync_support import export_all, staged
 from zkr import MemoryDb
-from zkr.errors import InvalidInput, NotFound
+from zkr.errors import InvalidInput, NotFound, RequestError
 from zkr.model import ApplyRequest
 
 T, P = "acme", "sam"
@@ -325,6 +325,8 @@ def test_browse_filters(db: MemoryDb) -> None:
         sam.browse(tier="forever")
     with pytest.raises(InvalidInput, match="records must be one of"):
         sam.browse(records="everything")
+    with pytest.raises(RequestError, match=r"^field `filters`: unknown field `color`$"):
+        sam.browse(color="red")  # was a bare TypeError from BrowseRequest
 
 
 def test_browse_refuses_a_cursor_of_an_unknown_type(db_path: str) -> None:

@@ -60,6 +60,8 @@ def as_enum(cls: type[E], value: E | str, field: str) -> E:
 ClaimLike = model.ClaimInput | Mapping[str, Any]
 LocatorLike = model.Locator | Mapping[str, Any]
 
+_BROWSE_FILTERS = ("records", "kind", "tier", "status", "processing_state")
+
 
 def _check_mapping(
     value: object, field: str, allowed: Iterable[str], required: Iterable[str]
@@ -371,7 +373,9 @@ class ScopedMemory:
         self, limit: int = 20, before: model.BrowseCursor | None = None, **filters: str
     ) -> model.BrowsePage:
         """One timeline page; ``filters`` are ``records``, ``kind``, ``tier``, ``status``,
-        ``processing_state`` (see :class:`~zkr.model.BrowseRequest`)."""
+        ``processing_state`` (see :class:`~zkr.model.BrowseRequest`); another name is a
+        ``RequestError``."""
+        _check_mapping(filters, "filters", _BROWSE_FILTERS, ())
         return self.db.browse(
             model.BrowseRequest(self.tenant_id, self.person_id, limit, before=before, **filters)
         )
