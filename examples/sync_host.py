@@ -333,6 +333,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--page-limit must be between 1 and 100")
     if os.path.realpath(args.source) == os.path.realpath(args.destination):
         parser.error("source and destination are the same database")
+    if "://" not in args.source and not os.path.exists(args.source):
+        # MemoryDb.open would create it: a mistyped path would "sync" an empty store
+        message = f"source database {args.source} does not exist"
+        print(json.dumps({"error": message}), file=sys.stderr)
+        return 1
     try:
         state = SyncState(args.state)
     except sqlite3.Error as exc:

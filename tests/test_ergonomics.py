@@ -49,6 +49,16 @@ def test_help_of_an_unknown_command_is_the_unknown_command_error() -> None:
     assert cli(None, argv=["help", "serch"]).error() == 'unknown command "serch"'
 
 
+def test_help_help_is_the_help_screen_that_lists_it() -> None:
+    """``help`` is a row of the help screen's command list, but ``zkr help help`` answered
+    ``unknown command "help"``."""
+    screen = cli(None, argv=["--help"]).stdout
+    assert "  help " in screen
+    for argv in (["help", "help"], ["--db", "x.db", "help", "help"]):
+        result = cli(None, argv=argv)
+        assert result.code == 0 and result.stdout == screen, result.stderr
+
+
 def test_help_command_after_db_does_not_open_the_file(tmp_path: Path) -> None:
     path = tmp_path / "x.db"
     result = cli(None, argv=["--db", str(path), "help", "remember"])
@@ -74,6 +84,14 @@ def test_mode_help_is_plain_text_without_rst_markup(name: str) -> None:
     assert f"zkr {name} --db PATH" in result.stdout
     assert "``" not in result.stdout and ":mod:" not in result.stdout
     assert ":data:" not in result.stdout and "**" not in result.stdout
+
+
+def test_import_help_flag_is_the_plain_text_of_help_import() -> None:
+    """``zkr import --help`` printed the module doc with its ``rst`` markup."""
+    expected = cli(None, argv=["help", "import"]).stdout
+    for flag in ("--help", "-h", "help"):
+        result = cli(None, argv=["import", flag])
+        assert result.code == 0 and result.stdout == expected, result.stderr
 
 
 def test_version() -> None:
@@ -146,6 +164,26 @@ def test_scope_rejects_unknown_enum_strings_naming_the_field(db: MemoryDb) -> No
     with pytest.raises(RequestError, match="missing field `value`"):
         sam.remember("x", claim={"subject": "a", "predicate": "b"})
     assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
+
+
+def test_scope_rejects_a_malformed_claim_or_locator_as_a_request_error(db: MemoryDb) -> None:
+    """A partial or non-mapping locator raised a bare ``TypeError`` from ``Locator(**loc)``, and
+    a claim given as a list or string was reported as unknown fields named by its items."""
+    sam = db.scope("acme", "sam")
+    locator = {"device_id": "d", "provider": "p", "stream_id": "s", "segment_id": "g"}
+    with pytest.raises(RequestError, match=r"^field `locator`: missing field `start_ms`$"):
+        sam.remember("x", locator={"device_id": "d"} | locator)
+    with pytest.raises(RequestError, match=r"^field `locator`: unknown field `offset`$"):
+        sam.remember("x", locator={**locator, "start_ms": 1, "end_ms": 2, "offset": 0})
+    with pytest.raises(RequestError, match=r"^field `locator`: invalid type: list, expected a"):
+        sam.remember("x", locator=["d", "p", "s", "g", 1, 2])  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `claim`: invalid type: str, expected a"):
+        sam.remember("x", claim="Sam employer Acme")  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `claim`: invalid type: list, expected a"):
+        sam.remember("x", claim=[1])  # type: ignore[arg-type]
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
+    stored = sam.remember("x", locator={**locator, "start_ms": 1, "end_ms": 2})
+    assert sam.locator(stored.evidence_id) == ("d", "p", "s", "g", 1, 2)
 
 
 def test_scope_explicit_times_are_used_as_given(db: MemoryDb) -> None:

@@ -397,6 +397,29 @@ def test_bad_jsonl_lines_fail_alone_with_their_line_numbers(tmp_path: Path) -> N
     assert dump(db_path) == before
 
 
+def test_a_jsonl_time_beyond_64_bits_names_the_lines_field(tmp_path: Path) -> None:
+    """``created_at`` 1e20 was refused as ``field `captured_at`: … expected i64``, naming a
+    field the file does not have."""
+    db_path = str(tmp_path / "memory.db")
+    file = tmp_path / "turns.jsonl"
+    big = 2**63
+    lines = [
+        f'{{"text":"too late","created_at":{big}}}',
+        '{"text":"float","timestamp":1e20}',
+        f'{{"text":"too early","created_at":{-big - 1}}}',
+        f'{{"text":"last second","created_at":{big - 1}}}',
+    ]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["failed"]) == (1, 3)
+    message = "field `{}` must be whole Unix seconds or an ISO 8601 string, got {}"
+    assert [(e["line"], e["error"]) for e in summary["errors"]] == [
+        (1, message.format("created_at", big)),
+        (2, message.format("timestamp", "1e+20")),
+        (3, message.format("created_at", -big - 1)),
+    ]
+
+
 @pytest.mark.parametrize(
     ("have", "chosen", "expected"),
     [

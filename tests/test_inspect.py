@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import cli, dump, sam_acme
 from tests.sync_support import export_all, staged
 from zkr import MemoryDb
-from zkr.errors import InvalidInput, NotFound
+from zkr.errors import InvalidInput, NotFound, RequestError
 from zkr.model import ApplyRequest
 
 T, P = "acme", "sam"
@@ -325,6 +325,18 @@ def test_browse_filters(db: MemoryDb) -> None:
         sam.browse(tier="forever")
     with pytest.raises(InvalidInput, match="records must be one of"):
         sam.browse(records="everything")
+    with pytest.raises(RequestError, match=r"^field `filters`: unknown field `color`$"):
+        sam.browse(color="red")  # was a bare TypeError from BrowseRequest
+
+
+def test_browse_refuses_a_cursor_of_an_unknown_type(db_path: str) -> None:
+    """A ``before`` cursor whose ``type`` is neither ``source`` nor ``claim`` was accepted and
+    bounded both lists as the other type, a page that silently skipped or repeated items."""
+    cli(db_path, "remember", sam_acme(T, P)).json()
+    first = cli(db_path, "browse", {"tenant_id": T, "person_id": P, "limit": 1}).json()
+    cursor = {**first["next"], "type": "Claim"}
+    request = {"tenant_id": T, "person_id": P, "limit": 1, "before": cursor}
+    assert cli(db_path, "browse", request).error() == "before.type must be one of source, claim"
 
 
 def test_browse_cli_shows_deleted_sources_without_text(db_path: str) -> None:

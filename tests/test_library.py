@@ -61,6 +61,25 @@ def test_remember_rejects_ill_typed_requests_before_writing(
     assert dump(db_path) == before
 
 
+@pytest.mark.parametrize("request_", [{"tenant_id": T, "person_id": P, "text": "x"}, None, "x"])
+def test_a_request_that_is_no_model_type_is_a_request_error(
+    db: MemoryDb, db_path: str, request_: Any
+) -> None:
+    """A dict (the CLI's JSON) passed where a request belongs failed inside the store and was
+    reported as a damaged file: ``database content is not what zkr expects: AttributeError``."""
+    remember(db, "already here")
+    before = dump(db_path)
+    name = type(request_).__name__
+    message = f"invalid type: {name}, expected a zkr.model request"
+    with pytest.raises(RequestError, match=message):
+        db.remember(request_)
+    with pytest.raises(RequestError, match=message):
+        db.search(request_)
+    outcome = db.remember_many([request_], outcomes=True)[0]
+    assert outcome.status == "failed" and outcome.error == message
+    assert dump(db_path) == before
+
+
 def test_limits_are_unsigned(db: MemoryDb) -> None:
     with pytest.raises(RequestError, match="field `limit`"):
         db.search(SearchRequest(T, P, "q", -1))

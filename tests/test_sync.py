@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -285,6 +286,24 @@ def test_host_syncs_both_ways_without_echo(fixture_p: FixtureP, tmp_path: Path) 
         state.close()
 
 
+def test_host_refuses_a_missing_source_instead_of_syncing_an_empty_one(tmp_path: Path) -> None:
+    """A mistyped source path was created empty and "synced": 0 commits, exit status 0."""
+    missing = tmp_path / "phnoe.db"
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(REPO / "examples" / "sync_host.py")),
+            *("--state", str(tmp_path / "state.db"), "--tenant", "a", "--person", "sam"),
+            *(str(missing), str(tmp_path / "cloud.db")),
+        ],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert json.loads(proc.stderr) == {"error": f"source database {missing} does not exist"}
+    assert not missing.exists() and not (tmp_path / "cloud.db").exists()
+
+
 def test_host_resumes_from_the_applied_cursor(tmp_path: Path) -> None:
     host = load_host()
     state = host.SyncState(str(tmp_path / "state.db"))
@@ -323,8 +342,6 @@ def test_host_sends_an_oversized_commit_alone(tmp_path: Path) -> None:
 
 
 def test_host_apply_request_has_no_size_limit(tmp_path: Path) -> None:
-    import subprocess
-
     origin = str(tmp_path / "a.db")
     with MemoryDb.open(origin) as a:
         remember(a, "w" * 600_000)

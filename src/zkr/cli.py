@@ -198,6 +198,8 @@ def _command_help(name: str, stdout: Any, stderr: Any) -> int:
         from zkr.clihelp import plain_text
 
         return respond(stdout, stderr, plain_text(text))
+    if name == "help":  # listed among the commands of the help screen
+        return respond(stdout, stderr, help_text())
     if entry is None:
         stderr.write(cli_dumps({"error": bounded(f"unknown command {_rust_debug(name)}")}) + "\n")
         return 1

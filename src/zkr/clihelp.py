@@ -254,8 +254,9 @@ HELP: dict[str, CommandHelp] = {
     ),
     "lookup": CommandHelp(
         (
-            "subject         string, non-blank (ASCII case-insensitive)",
-            "predicate       string, non-blank",
+            "subject         string, non-blank (matched after search's folding:",
+            "                case, accents, NFKC: SAM = Sam, ÉLODIE = elodie)",
+            "predicate       string, non-blank (folded the same way)",
             "as_of           {valid_at, recorded_at}|null: what held then",
         ),
         _ex(subject="Sam", predicate="employer"),

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
-from zkr.codec import cli_dumps
+from zkr.codec import I64_MAX, I64_MIN, cli_dumps
 from zkr.errors import RequestError, ZkrError
 from zkr.output import respond
 
@@ -106,18 +106,21 @@ def _seconds(value: Any) -> int | None:
 def _jsonl_seconds(name: str, value: Any) -> int | None:
     """A JSONL line's time: whole Unix seconds or an ISO 8601 string; ``None`` when absent.
 
-    Raises ``ValueError`` (the line's message) for anything else: ``1.7``, ``true``, ``"soon"``.
+    Raises ``ValueError`` (the line's message) for anything else: ``1.7``, ``true``, ``"soon"``,
+    a number outside the signed 64-bit range.
     """
     if value is None:
         return None
+    at: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        at = _iso_seconds(value) if value.strip() else None
-        if at is not None:
-            return at
+        at = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        at = int(value)
+    elif isinstance(value, str) and value.strip():
+        at = _iso_seconds(value)
+    # beyond i64 the message would name remember's `captured_at`, not this line's field
+    if at is not None and I64_MIN <= at <= I64_MAX:
+        return at
     raise ValueError(
         f"field `{name}` must be whole Unix seconds or an ISO 8601 string,"
         f" got {json.dumps(value, ensure_ascii=False)[:40]}"
@@ -427,7 +430,9 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     out = sys.stdout if stdout is None else stdout
     err = sys.stderr if stderr is None else stderr
     if argv in (["--help"], ["-h"], ["help"]):
-        return respond(out, err, __doc__ or "")
+        from zkr.clihelp import plain_text
+
+        return respond(out, err, plain_text(__doc__ or ""))  # the text of `zkr help import`
     from zkr.memory import MemoryDb
     from zkr.text import require_scope
 

@@ -22,7 +22,8 @@ Defaults:
   unknown value is a :class:`~zkr.errors.RequestError` naming the field.
 * A claim may be a :class:`~zkr.model.ClaimInput` or a mapping with ``subject``, ``predicate``,
   ``value`` and optionally ``kind`` (default ``fact``), ``valid_from``, ``tier``,
-  ``processing_state``.
+  ``processing_state``. A locator may be a :class:`~zkr.model.Locator` or a mapping with its
+  six fields. Anything else is a :class:`~zkr.errors.RequestError` naming the field.
 
 Results are the same typed values :class:`~zkr.MemoryDb` returns; errors the same exceptions.
 """
@@ -59,6 +60,26 @@ def as_enum(cls: type[E], value: E | str, field: str) -> E:
 ClaimLike = model.ClaimInput | Mapping[str, Any]
 LocatorLike = model.Locator | Mapping[str, Any]
 
+_BROWSE_FILTERS = ("records", "kind", "tier", "status", "processing_state")
+
+
+def _check_mapping(
+    value: object, field: str, allowed: Iterable[str], required: Iterable[str]
+) -> None:
+    """Raise ``RequestError`` naming ``field`` unless ``value`` is a mapping whose keys are all
+    in ``allowed`` and which holds every name of ``required`` (the values' types are checked
+    by :class:`~zkr.MemoryDb` as for any request)."""
+    if not isinstance(value, Mapping):
+        raise RequestError(
+            f"field `{field}`: invalid type: {type(value).__name__}, expected a mapping"
+        )
+    unknown = sorted(str(key) for key in value if key not in set(allowed))
+    if unknown:
+        raise RequestError(f"field `{field}`: unknown field `{unknown[0]}`")
+    for name in required:
+        if name not in value:
+            raise RequestError(f"field `{field}`: missing field `{name}`")
+
 
 class ScopedMemory:
     """One (tenant, person) scope of an open :class:`~zkr.MemoryDb` (see the module doc)."""
@@ -93,12 +114,7 @@ class ScopedMemory:
     def _claim(self, claim: ClaimLike, captured_at: int) -> model.ClaimInput:
         if isinstance(claim, model.ClaimInput):
             return claim
-        unknown = set(claim) - set(model.ClaimInput._fields)
-        if unknown:
-            raise RequestError(f"field `claim`: unknown field `{sorted(unknown)[0]}`")
-        for name in ("subject", "predicate", "value"):
-            if name not in claim:
-                raise RequestError(f"field `claim`: missing field `{name}`")
+        _check_mapping(claim, "claim", model.ClaimInput._fields, ("subject", "predicate", "value"))
         return model.ClaimInput(
             subject=claim["subject"],
             predicate=claim["predicate"],
@@ -129,6 +145,7 @@ class ScopedMemory:
         captured = recorded if captured_at is None else captured_at
         loc = locator
         if loc is not None and not isinstance(loc, model.Locator):
+            _check_mapping(loc, "locator", model.Locator._fields, model.Locator._fields)
             loc = model.Locator(**loc)
         return model.RememberRequest(
             self.tenant_id,
@@ -356,7 +373,9 @@ class ScopedMemory:
         self, limit: int = 20, before: model.BrowseCursor | None = None, **filters: str
     ) -> model.BrowsePage:
         """One timeline page; ``filters`` are ``records``, ``kind``, ``tier``, ``status``,
-        ``processing_state`` (see :class:`~zkr.model.BrowseRequest`)."""
+        ``processing_state`` (see :class:`~zkr.model.BrowseRequest`); another name is a
+        ``RequestError``."""
+        _check_mapping(filters, "filters", _BROWSE_FILTERS, ())
         return self.db.browse(
             model.BrowseRequest(self.tenant_id, self.person_id, limit, before=before, **filters)
         )

@@ -45,10 +45,16 @@ def validate(value: Any) -> None:
     a ``bool``, a negative ``limit``, a plain string where an enum member belongs or a string
     with a lone surrogate must fail here, as :class:`~zkr.errors.RequestError` naming the
     field, before anything is written. :class:`zkr.MemoryDb` calls this on every request.
+    A value that is not a :mod:`zkr.model` type at all (a ``dict``, ``None``) is a
+    ``RequestError`` too.
     """
     cls = type(value)
     checkers = _CHECKERS.get(cls)
     if checkers is None:
+        if not (issubclass(cls, tuple) and cls.__module__.startswith("zkr.model")):
+            # a dict or None has no fields to check: it would fail inside the store, where any
+            # error is blamed on the file ("database content is not what zkr expects")
+            raise RequestError(f"invalid type: {cls.__name__}, expected a zkr.model request")
         checkers = _CHECKERS[cls] = tuple(
             (name, _checker(annotation, name))
             for name, annotation in typing.get_type_hints(cls).items()

@@ -409,6 +409,10 @@ def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
     require_scope(req.tenant_id, req.person_id)
     if req.records not in _RECORDS:
         raise InvalidInput(f"records must be one of {', '.join(_RECORDS)}")
+    if req.before is not None and req.before.type not in ("source", "claim"):
+        # any other type would bound both lists as "the other type": a page that skips or
+        # repeats items instead of an error
+        raise InvalidInput("before.type must be one of source, claim")
     params: dict[str, Any] = {"t": req.tenant_id, "p": req.person_id}
     want_sources = req.records in ("all", "sources")
     want_claims = req.records in ("all", "claims")
