@@ -266,6 +266,18 @@ def test_a_missing_model_names_the_setting(db_path: str, monkeypatch: pytest.Mon
     assert cli(db_path, "embed-pending", {"tenant_id": T}).error() == "person_id must not be empty"
 
 
+def test_a_bad_model_field_names_the_field_not_the_variable(
+    db_path: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    _fill(db_path)
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    for value in (str(empty), "/nowhere/model"):
+        message = cli(db_path, "embed-pending", {"model": value}).error()
+        assert f"model={value}" in message or "set model to" in message, message
+        assert value in message and "ZKR_EMBED_MODEL" not in message, message
+
+
 def test_hybrid_pack_does_not_depend_on_limit(db_path: str) -> None:
     with MemoryDb.open(db_path) as db:
         for i in range(40):

@@ -117,12 +117,16 @@ BUILT_IN = {DEFAULT_MODEL: _built_in_minilm}
 _DIRECTORY_KEYS = {"model", "pooling", "max_tokens", "query_prefix", "document_prefix"}
 
 
-def _directory_spec(path: Path) -> ModelSpec:
-    """A model directory: ``model.onnx`` + ``tokenizer.json`` (+ ``zkr-embed.json``)."""
+def _directory_spec(path: Path, origin: str = SETTING) -> ModelSpec:
+    """A model directory: ``model.onnx`` + ``tokenizer.json`` (+ ``zkr-embed.json``).
+
+    ``origin`` names where the path came from in errors (the environment setting, or a
+    request's ``model`` field).
+    """
     onnx, tokenizer = path / "model.onnx", path / "tokenizer.json"
     if not onnx.is_file() or not tokenizer.is_file():
         raise EmbedderUnavailable(
-            f"{SETTING}={path}: the directory must hold model.onnx and tokenizer.json"
+            f"{origin}={path}: the directory must hold model.onnx and tokenizer.json"
         )
     options: dict[str, Any] = {}
     config = path / "zkr-embed.json"
@@ -177,18 +181,20 @@ def setting(model: str | None = None) -> str:
 def resolve(model: str | None = None) -> ModelSpec:
     """The :class:`ModelSpec` of a setting (see :func:`setting`).
 
-    Raises :class:`EmbedderUnavailable` naming ``ZKR_EMBED_MODEL`` when the name is neither a
+    Raises :class:`EmbedderUnavailable` naming the setting to fix (the request's ``model``
+    field when ``model`` was given, else ``ZKR_EMBED_MODEL``) when the name is neither a
     built-in model nor a model directory.
     """
     name = setting(model)
+    origin = "model" if model is not None and model.strip() else SETTING
     if name in BUILT_IN:
         return BUILT_IN[name]()
     path = Path(name).expanduser()
     if path.is_dir():
-        return _directory_spec(path)
+        return _directory_spec(path, origin)
     known = ", ".join(sorted(BUILT_IN))
     raise EmbedderUnavailable(
-        f"local embedding model {name!r} not found: set {SETTING} to a built-in model ({known})"
+        f"local embedding model {name!r} not found: set {origin} to a built-in model ({known})"
         " or to a directory holding model.onnx and tokenizer.json"
     )
 
@@ -298,5 +304,5 @@ def load(model: str | None = None) -> LocalEmbedder:
     with _LOADING:
         embedder = _LOADED.get(name)
         if embedder is None:
-            embedder = _LOADED[name] = LocalEmbedder(resolve(name), setting=name)
+            embedder = _LOADED[name] = LocalEmbedder(resolve(model), setting=name)
         return embedder
