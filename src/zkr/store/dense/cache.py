@@ -61,11 +61,10 @@ from zkr.store.dense.blocks import Block, Entry, config_of, lean_reads
 from zkr.store.dense.mapping import Derived, Row, derive, id_array
 from zkr.store.dense.registry import (
     LaneCache,
+    backend_signature,
     clear_cache,
     lane_cache,
     peek_lane,
-    pg_signature,
-    signature,
 )
 from zkr.store.dense.rows import PG_VERSIONS_SQL, ROWS_SQL, fetch_all, schema_version
 from zkr.store.dense.sidefiles import STATE_LAG, load_file, load_state, save_file, save_state
@@ -95,7 +94,7 @@ def state(
         # decodes again only rows whose tuple version (xmin: every write makes a new one,
         # whichever session wrote) is not the one decoded
         cache = lane_cache(conn, (tenant_id, person_id, model, version))
-        sig = pg_signature(conn, tenant_id, person_id)  # read before the rows (see there)
+        sig = backend_signature(conn, cache.scope)  # read before the rows (pg_signature)
         if cache.signature == sig:
             return cache, cache.derived
         cache.signature = None
@@ -107,7 +106,7 @@ def state(
         cache.signature = sig
         return cache, cache.derived
     cache = lane_cache(conn, (tenant_id, person_id, model, version))
-    sig = signature(conn)
+    sig = backend_signature(conn, cache.scope)
     if cache.signature == sig:
         return cache, cache.derived
     cache.signature = None
