@@ -56,7 +56,7 @@ import numpy as np
 
 from zkr.codec import sha256_tagged
 from zkr.store import changes, vectorfile
-from zkr.store.dense import blocks, bulk, patching
+from zkr.store.dense import blocks, patching
 from zkr.store.dense.blocks import Block, Entry, config_of, lean_reads
 from zkr.store.dense.mapping import Derived, Row, derive, id_array
 from zkr.store.dense.registry import (
@@ -166,6 +166,8 @@ def _refresh(conn: sqlite3.Connection, cache: LaneCache) -> None:
     could be current, and re-derive currentness, the lane and the §5.4 mapping."""
     cache.extra, cache.extra_token = None, ""  # rows patched since are re-read (``stale``)
     cache.schema = -1 if is_postgres(conn) else schema_version(conn)  # (no patches there)
+    from zkr.store.dense import bulk  # first calls only: a warm CLI search never loads it
+
     with lean_reads(conn):
         if not bulk.refresh(conn, cache):  # a first call: in bulk when it can
             _refresh_rows(conn, cache)
