@@ -1714,6 +1714,7 @@ def test_a_first_call_in_bulk_equals_the_row_by_row_refresh(
         return done
 
     monkeypatch.setattr(dense_bulk, "refresh", counting)
+    monkeypatch.setattr(dense_bulk, "META_BATCH", 2)  # the file's rows rendered in pieces
     rng = random.Random(11)
 
     def vec() -> list[float]:

@@ -184,7 +184,7 @@ def write(
     return write_columns(
         path,
         scope,
-        meta,
+        [meta],
         np.asarray([r[0] for r in rows], dtype="<i8"),
         np.asarray([r[2] for r in rows], dtype="<i4"),
         np.asarray([r[3] for r in rows], dtype="<i8"),
@@ -198,7 +198,7 @@ def write(
 def write_columns(
     path: Path,
     scope: tuple[str, str, str, str],
-    meta: bytes,
+    meta: list[bytes],
     rowids: npt.NDArray[np.int64],
     config: npt.NDArray[np.int32],
     column: npt.NDArray[np.int64],
@@ -208,7 +208,8 @@ def write_columns(
     norms: list[npt.NDArray[np.float32]],
 ) -> str | None:
     """:func:`write` with the rows given column by column: ``meta`` the JSON array of their
-    small columns (UTF-8), then their rowids, config indexes, columns and parsed flags."""
+    small columns (UTF-8, in pieces written one after the other), then their rowids, config
+    indexes, columns and parsed flags."""
     token = os.urandom(16).hex()
     header = json.dumps(
         {
@@ -219,7 +220,7 @@ def write_columns(
                 [c.dimension, c.normalization.value, c.distance.value, int(m.shape[1])]
                 for c, m in zip(configs, matrices, strict=True)
             ],
-            "meta": len(meta),
+            "meta": sum(map(len, meta)),
         }
     ).encode()
     try:
@@ -232,7 +233,8 @@ def write_columns(
                 handle.write(MAGIC)
                 handle.write(len(header).to_bytes(8, "little"))
                 handle.write(header)
-                handle.write(meta)
+                for piece in meta:
+                    handle.write(piece)
                 np.ascontiguousarray(rowids, dtype="<i8").tofile(handle)
                 np.ascontiguousarray(config, dtype="<i4").tofile(handle)
                 np.ascontiguousarray(column, dtype="<i8").tofile(handle)

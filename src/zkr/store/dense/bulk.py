@@ -55,6 +55,13 @@ NORM_CHUNK = 4096
 
 TRANSPOSE = 256
 
+META_BATCH = 8192
+"""Rows whose small columns are rendered as JSON together."""
+
+TEXT_BATCH = 512
+"""Rows whose JSON vectors are decoded together (a batch's texts and parsed lists are ~12 kB
+per 384-d row, next to the filling block)."""
+
 VECTOR_READ_CACHE_KIB = 2048
 """SQLite's page cache while the vectors are read (each page once; the refresh's larger cache
 is for the rows' seeks, :data:`zkr.store.dense.blocks.READ_CACHE_KIB`)."""
@@ -130,19 +137,27 @@ class _Rows:
         self.captures.extend(json.loads(captures))
 
 
-def _meta_json(conn: sqlite3.Connection, params: dict[str, str], rowids: I64) -> bytes:
+def _meta_json(conn: sqlite3.Connection, params: dict[str, str], rowids: I64) -> list[bytes]:
     """Every row's small columns as one JSON array (the vector file's ``meta``), in the order
-    of ``rowids``."""
-    parts: list[str] = []
+    of ``rowids``, as UTF-8 pieces :data:`META_BATCH` rows long (no whole copy of it)."""
+    parts: list[bytes] = []
     listed: list[int] = []
     for _kind, sql in BULK_META_SQL:
-        ids, metas = conn.execute(sql, params).fetchone()
-        listed.extend(json.loads(ids))
-        if metas != "[]":
-            parts.append(metas[1:-1])
+        after = ""
+        while True:
+            count, last, ids, metas = conn.execute(
+                sql, {**params, "after": after, "n": META_BATCH}
+            ).fetchone()
+            if not count:
+                break
+            listed.extend(json.loads(ids))
+            parts.append((b"," if parts else b"[") + metas[1:-1])
+            if count < META_BATCH:
+                break
+            after = last
     if listed != rowids.tolist():
         raise _Unhandled  # the rows moved between the two reads (cannot in one transaction)
-    return ("[" + ",".join(parts) + "]").encode()
+    return [*parts, b"]"] if parts else [b"[]"]
 
 
 def _refresh(conn: sqlite3.Connection, cache: LaneCache) -> bool:
@@ -197,7 +212,7 @@ def _refresh(conn: sqlite3.Connection, cache: LaneCache) -> bool:
     # the rows' small columns let a later refresh reuse these vectors row by row: worth their
     # cost (~0.3 s at 100k) only when some came from JSON text (else zkr's copies are as quick
     # to read again); without them the file serves the lane state only (vectorfile.read)
-    meta = _meta_json(conn, params, rowids) if from_text else b"null"
+    meta = _meta_json(conn, params, rowids) if from_text else [b"null"]
     block.size = len(positions)
     _norms(block)
     # the vector file: every row (all settled), current rows parsed and in the lane, column i
@@ -287,8 +302,8 @@ def _read_vectors(
             _put(block, cols, data.reshape(len(batch), lane.dimension))
             filled[cols] = True
     todo = rowids[~filled].tolist()
-    for offset in range(0, len(todo), DECODE_BATCH):
-        part = todo[offset : offset + DECODE_BATCH]
+    for offset in range(0, len(todo), TEXT_BATCH):
+        part = todo[offset : offset + TEXT_BATCH]
         marks = ",".join("?" * len(part))
         texts = conn.execute(
             f"SELECT rowid, vector FROM embeddings WHERE rowid IN ({marks})", part

@@ -120,21 +120,24 @@ FROM (
 )
 
 # Every row's small columns as JSON, per target kind in §5.2 order with the rowids (to check
-# that order), for the vector file's rows (a bulk refresh that read vectors from JSON text).
+# that order), for the vector file's rows (a bulk refresh that read vectors from JSON text):
+# :n rows after the target id :after at a time, the last id to go on from.
 BULK_META_SQL = tuple(
     (
         kind,
         f"""
-SELECT json_group_array(rowid), json_group_array(json_array(target_kind, target_id,
-  dimension, normalization, distance, target_revision, input_hash, created_at))
+SELECT count(*), max(target_id), json_group_array(rowid),
+  CAST(json_group_array(json_array(target_kind, target_id, dimension, normalization, distance,
+    target_revision, input_hash, created_at)) AS BLOB)
 FROM (
   SELECT em.rowid AS rowid, em.target_kind AS target_kind, em.target_id AS target_id,
     em.dimension AS dimension, em.normalization AS normalization, em.distance AS distance,
     em.target_revision AS target_revision, em.input_hash AS input_hash,
     em.created_at AS created_at
   FROM embeddings em
-  WHERE {_LANE} AND em.target_kind = '{kind}'
+  WHERE {_LANE} AND em.target_kind = '{kind}' AND em.target_id > :after
   ORDER BY em.target_id
+  LIMIT :n
 )""",
     )
     for kind, *_ in _KINDS
