@@ -47,6 +47,7 @@ from zkr.store import dense, fusion
 from zkr.store.db import read_tx
 from zkr.store.dense import (
     blocks as dense_blocks,
+    bulk as dense_bulk,
     kernels,
     patching as dense_patching,
     ranking as dense_ranking,
@@ -840,6 +841,14 @@ def vector_file(monkeypatch: pytest.MonkeyPatch) -> Any:
         original(conn, scope, entries, blocks, todo)
 
     monkeypatch.setattr(dense_blocks, "decode_rows", counting)
+    # a first call's bulk refresh reads its vectors itself
+    bulk_read = dense_bulk._read_vectors
+
+    def counting_bulk(conn: Any, scope: Any, lane: Any, rowids: Any, block: Any) -> Any:
+        decoded.extend(rowids.tolist())
+        return bulk_read(conn, scope, lane, rowids, block)
+
+    monkeypatch.setattr(dense_bulk, "_read_vectors", counting_bulk)
     return decoded
 
 
@@ -1681,3 +1690,126 @@ def test_patched_side_files_equal_a_rebuild(
         replica.apply(ApplyRequest(T, P, 1, page.database_schema_version, page.commits))
     agrees(replica_path)
     assert vectorfile.MIN_ROWS == 1
+
+
+def test_a_first_call_in_bulk_equals_the_row_by_row_refresh(
+    db: MemoryDb, db_path: str, vector_file: list[object], monkeypatch: Any
+) -> None:
+    """A first call's bulk refresh (:mod:`zkr.store.dense.bulk`) derives exactly what the
+    row-by-row refresh derives — currentness (stale revision, wrong hash, deleted target),
+    claims, linked evidence folded into its source, zkr's float32 copies and hand-written JSON
+    vectors — and the side files it writes serve later processes (with the lane state, and
+    without it: again in bulk from the copies, or row by row reusing the decoded JSON
+    vectors)."""
+    import time
+
+    from zkr.store import vectorfile
+
+    used: list[bool] = []
+    original = dense_bulk.refresh
+
+    def counting(conn: Any, cache: Any) -> bool:
+        done = original(conn, cache)
+        used.append(done)
+        return done
+
+    monkeypatch.setattr(dense_bulk, "refresh", counting)
+    monkeypatch.setattr(dense_bulk, "META_BATCH", 2)  # the file's rows rendered in pieces
+    rng = random.Random(11)
+
+    def vec() -> list[float]:
+        return [f32(rng.uniform(-1, 1)) for _ in range(4)]
+
+    notes = [remember(db, f"desk note {i}", at=10 + i) for i in range(10)]
+    claims = [
+        remember(db, f"Sam works at Acme{i}", at=30 + i, claim=("Sam", f"job{i}", f"Acme{i}"))
+        for i in range(4)
+    ]
+    for n in notes:
+        embed(db, "source", n.source_id, vec(), norm="none")
+    for i, c in enumerate(claims):
+        embed(db, "claim", c.claim_id, vec(), norm="none")
+        embed(db, "evidence", c.evidence_id, vec(), norm="none")
+        if i % 2:
+            embed(db, "source", c.source_id, vec(), norm="none")
+    # not current: a stale revision, a wrong hash, a deleted target; a vector written by hand
+    # (its copy dropped: read from its JSON text)
+    edit(
+        db_path,
+        "UPDATE embeddings SET target_revision = 99 WHERE target_id = ?",
+        (notes[0].source_id,),
+    )
+    edit(
+        db_path,
+        "UPDATE embeddings SET input_hash = 'sha256:00' WHERE target_id = ?",
+        (notes[1].source_id,),
+    )
+    db.delete(DeleteRequest(T, P, notes[2].source_id, 50))
+    edit(
+        db_path,
+        "UPDATE embeddings SET vector = '[0.5,0.25,0.125,1]' WHERE target_id = ?",
+        (notes[3].source_id,),
+    )
+    time.sleep(1.1)  # every row settled (a row of the current second sends a lane row by row)
+    queries = [vec() for _ in range(3)]
+    side = Path(db_path + ".zkr-vectors")
+
+    def fresh(bulk: bool, keep: bool = False) -> tuple[list[Any], Any]:
+        dense.clear_cache()
+        if not keep:
+            shutil.rmtree(side, ignore_errors=True)
+        del used[:]
+        bulk_refresh = dense_bulk._refresh
+        if not bulk:
+            monkeypatch.setattr(dense_bulk, "_refresh", lambda conn, cache: False)
+        try:
+            with MemoryDb.open(db_path) as other:
+                for q in queries:
+                    check_against_reference(
+                        other, SearchRequest(T, P, "desk", 10, QueryEmbedding(q, M, V))
+                    )
+                with read_tx(other.conn):
+                    got = [
+                        dense.scored(other.conn, T, P, QueryEmbedding(q, M, V), 1000)
+                        for q in queries
+                    ]
+                cache = next(iter(dense_registry.CACHES.values()))
+                derived = cache.derived
+                vectors = np.asarray(cache.segments(derived.lane)[0][0])[:, derived.columns]
+                return got, (derived, vectors)
+        finally:
+            monkeypatch.setattr(dense_bulk, "_refresh", bulk_refresh)
+
+    got, (derived, vectors) = fresh(True)
+    assert used == [True] and any(got)
+    assert vector_file == [] or len(vector_file) == len(derived.columns)
+    want, (expected, expected_vectors) = fresh(False)
+    assert used == [False]
+    assert got == want
+    for name in ("kinds", "ids", "pair_rows", "pair_starts", "row_ids", "pos_rowids", "pos_keys"):
+        assert np.array_equal(getattr(derived, name), getattr(expected, name)), name
+    assert derived.source_of == expected.source_of and derived.lane == expected.lane
+    assert np.array_equal(vectors, expected_vectors)
+    # the bulk file serves a fresh process through the lane state, reading no vector
+    fresh(True)
+    vector_file.clear()
+    again, _ = fresh(True, keep=True)
+    assert again == want and vector_file == [] and used == []
+    # without the lane state: the JSON rows' small columns are in the file (one vector was
+    # read from its text), so the row-by-row refresh reuses every decoded vector
+    for state_file in side.glob("*.lane"):
+        state_file.unlink()
+    again, _ = fresh(True, keep=True)
+    assert again == want and vector_file == [] and used == [False]
+    # a lane all from zkr's copies: its file keeps no rows (re-read in bulk instead)
+    embed(db, "source", notes[3].source_id, vec(), norm="none")
+    time.sleep(1.1)
+    want, _ = fresh(False)
+    got, _ = fresh(True)
+    assert got == want and used == [True]
+    snap = vectorfile.read(next(side.glob("*.bin")), (T, P, M, V))
+    assert snap is None  # no rows' small columns
+    for state_file in side.glob("*.lane"):
+        state_file.unlink()
+    again, _ = fresh(True, keep=True)
+    assert again == want and used == [True]

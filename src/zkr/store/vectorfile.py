@@ -121,6 +121,8 @@ def read(path: Path, scope: tuple[str, str, str, str], rows: bool = True) -> Sna
             parsed: list[bool] = []
             if rows:
                 raw = json.loads(handle.read(int(header["meta"])))
+                if raw is None:
+                    return None  # written without its rows' small columns (dense.bulk)
                 metas = [None if m is None else tuple(m) for m in raw]
                 rowids = np.fromfile(handle, dtype="<i8", count=n).tolist()
                 config = np.fromfile(handle, dtype="<i4", count=n).tolist()
@@ -175,21 +177,50 @@ def write(
     column, parsed); ``matrices``/``norms`` are written column by column chosen by
     ``picks`` when given (no copy of a whole matrix is made). Returns the new file's token,
     or ``None`` on failure (read-only directory, full disk): it is a cache."""
-    token = os.urandom(16).hex()
     try:  # SQLite cells are JSON values but for BLOBs, which only hand edits write
         meta = json.dumps([r[1] for r in rows], separators=(",", ":")).encode()
     except TypeError:
         meta = json.dumps([_json_meta(r[1]) for r in rows], separators=(",", ":")).encode()
+    return write_columns(
+        path,
+        scope,
+        [meta],
+        np.asarray([r[0] for r in rows], dtype="<i8"),
+        np.asarray([r[2] for r in rows], dtype="<i4"),
+        np.asarray([r[3] for r in rows], dtype="<i8"),
+        np.asarray([r[4] for r in rows], dtype=np.uint8),
+        configs,
+        matrices,
+        norms,
+    )
+
+
+def write_columns(
+    path: Path,
+    scope: tuple[str, str, str, str],
+    meta: list[bytes],
+    rowids: npt.NDArray[np.int64],
+    config: npt.NDArray[np.int32],
+    column: npt.NDArray[np.int64],
+    parsed: npt.NDArray[np.uint8],
+    configs: list[LaneConfig],
+    matrices: Sequence[Any],
+    norms: list[npt.NDArray[np.float32]],
+) -> str | None:
+    """:func:`write` with the rows given column by column: ``meta`` the JSON array of their
+    small columns (UTF-8, in pieces written one after the other), then their rowids, config
+    indexes, columns and parsed flags."""
+    token = os.urandom(16).hex()
     header = json.dumps(
         {
             "lane": list(scope),
             "token": token,
-            "rows": len(rows),
+            "rows": len(rowids),
             "configs": [
                 [c.dimension, c.normalization.value, c.distance.value, int(m.shape[1])]
                 for c, m in zip(configs, matrices, strict=True)
             ],
-            "meta": len(meta),
+            "meta": sum(map(len, meta)),
         }
     ).encode()
     try:
@@ -202,11 +233,12 @@ def write(
                 handle.write(MAGIC)
                 handle.write(len(header).to_bytes(8, "little"))
                 handle.write(header)
-                handle.write(meta)
-                np.asarray([r[0] for r in rows], dtype="<i8").tofile(handle)
-                np.asarray([r[2] for r in rows], dtype="<i4").tofile(handle)
-                np.asarray([r[3] for r in rows], dtype="<i8").tofile(handle)
-                np.asarray([r[4] for r in rows], dtype=np.uint8).tofile(handle)
+                for piece in meta:
+                    handle.write(piece)
+                np.ascontiguousarray(rowids, dtype="<i8").tofile(handle)
+                np.ascontiguousarray(config, dtype="<i4").tofile(handle)
+                np.ascontiguousarray(column, dtype="<i8").tofile(handle)
+                np.ascontiguousarray(parsed, dtype=np.uint8).tofile(handle)
                 for matrix, norm in zip(matrices, norms, strict=True):
                     handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
                     for row in range(matrix.shape[0]):  # one row at a time: no full copy

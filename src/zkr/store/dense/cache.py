@@ -61,11 +61,10 @@ from zkr.store.dense.blocks import Block, Entry, config_of, lean_reads
 from zkr.store.dense.mapping import Derived, Row, derive, id_array
 from zkr.store.dense.registry import (
     LaneCache,
+    backend_signature,
     clear_cache,
     lane_cache,
     peek_lane,
-    pg_signature,
-    signature,
 )
 from zkr.store.dense.rows import PG_VERSIONS_SQL, ROWS_SQL, fetch_all, schema_version
 from zkr.store.dense.sidefiles import STATE_LAG, load_file, load_state, save_file, save_state
@@ -95,7 +94,7 @@ def state(
         # decodes again only rows whose tuple version (xmin: every write makes a new one,
         # whichever session wrote) is not the one decoded
         cache = lane_cache(conn, (tenant_id, person_id, model, version))
-        sig = pg_signature(conn, tenant_id, person_id)  # read before the rows (see there)
+        sig = backend_signature(conn, cache.scope)  # read before the rows (pg_signature)
         if cache.signature == sig:
             return cache, cache.derived
         cache.signature = None
@@ -107,7 +106,7 @@ def state(
         cache.signature = sig
         return cache, cache.derived
     cache = lane_cache(conn, (tenant_id, person_id, model, version))
-    sig = signature(conn)
+    sig = backend_signature(conn, cache.scope)
     if cache.signature == sig:
         return cache, cache.derived
     cache.signature = None
@@ -167,8 +166,11 @@ def _refresh(conn: sqlite3.Connection, cache: LaneCache) -> None:
     could be current, and re-derive currentness, the lane and the §5.4 mapping."""
     cache.extra, cache.extra_token = None, ""  # rows patched since are re-read (``stale``)
     cache.schema = -1 if is_postgres(conn) else schema_version(conn)  # (no patches there)
+    from zkr.store.dense import bulk  # first calls only: a warm CLI search never loads it
+
     with lean_reads(conn):
-        _refresh_rows(conn, cache)
+        if not bulk.refresh(conn, cache):  # a first call: in bulk when it can
+            _refresh_rows(conn, cache)
 
 
 def _refresh_rows(conn: sqlite3.Connection, cache: LaneCache) -> None:

@@ -40,8 +40,22 @@ _KIND_BY_RANK = {rank: kind for kind, rank in TARGET_RANK.items()}
 _NO_IDS = np.empty(0, dtype="S1")
 
 
+ID_CHUNK = 8192
+
+
 def id_array(ids: list[str]) -> npt.NDArray[np.bytes_]:
     """Ids as a fixed-width bytes array (UTF-8; bytewise order is code point order)."""
+    if len(ids) > 64:
+        # ASCII ids (the common case) convert in C, a chunk at a time (a whole unicode
+        # array costs 4 bytes per character): UTF-8 is then the same bytes
+        width = max(map(len, ids)) or 1
+        out = np.empty(len(ids), dtype=f"S{width}")
+        try:
+            for lo in range(0, len(ids), ID_CHUNK):
+                out[lo : lo + ID_CHUNK] = np.asarray(ids[lo : lo + ID_CHUNK], dtype=f"U{width}")
+            return out
+        except UnicodeEncodeError:
+            pass
     encoded = [i.encode("utf-8", "surrogatepass") for i in ids]
     width = max((len(e) for e in encoded), default=1) or 1
     return np.asarray(encoded, dtype=f"S{width}")
@@ -124,6 +138,24 @@ def derive(
     return _assemble(lane, [part])
 
 
+def derive_columns(
+    lane: LaneConfig,
+    rowids: I64,
+    columns: I64,
+    kinds: list[str],
+    target_ids: list[str],
+    mappable: list[bool],
+    captures: list[str | None],
+    links: list[tuple[str, str, str, object, object]],
+) -> Derived:
+    """:func:`derive` for rows already known to be the current, well-formed rows of ``lane``
+    (§5.2 order), given column by column (:meth:`_Part.of_columns`)."""
+    if not len(rowids):
+        return Derived()
+    part = _Part.of_columns(rowids, columns, kinds, target_ids, mappable, captures, links)
+    return _assemble(lane, [part])
+
+
 @dataclass
 class _Part:
     """Surviving rows with their targets (Evidence already folded as its capture says)."""
@@ -141,6 +173,30 @@ class _Part:
         """Map ``rows`` (all of one configuration, in §5.2 order): ``links`` must hold every
         supporting link of their targets. Self-contained for capture folding only when every
         row of each capture (its source's row, its evidence's rows) is among ``rows``."""
+        return cls.of_columns(
+            np.asarray([row.rowid for row in rows], dtype=np.int64),
+            np.asarray([row.column for row in rows], dtype=np.int64),
+            [row.kind for row in rows],
+            [row.target_id for row in rows],
+            [bool(row.mappable) for row in rows],
+            [row.capture for row in rows],
+            links,
+        )
+
+    @classmethod
+    def of_columns(
+        cls,
+        rowids: I64,
+        columns: I64,
+        row_kinds: list[str],
+        target_ids: list[str],
+        mappable: list[bool],
+        captures: list[str | None],
+        links: list[tuple[str, str, str, object, object]],
+    ) -> _Part:
+        """:meth:`of` with the rows given column by column (rowids, block columns, target
+        kinds and ids, mappability, evidence rows' source ids), as a bulk refresh reads
+        them."""
         by_source, by_evidence = Support(), Support()
         citable: set[str] = set()  # live claims with live supporting evidence of a live source
         for source_id, evidence_id, claim_id, live, source_live in links:
@@ -153,25 +209,24 @@ class _Part:
         # itself). Those are handled as arrays; only linked captures go through the rule
         # (:meth:`Support.targets`) one by one, and only Evidence targets and the Source
         # targets of their captures through one_per_capture (the others cannot change it).
-        count = len(rows)
-        target_ids = [row.target_id for row in rows]
-        row_kinds = [row.kind for row in rows]
+        count = len(target_ids)
         own = np.zeros(count, dtype=np.bool_)  # the row stands for its own target
         linked_rows: list[tuple[int, list[Target]]] = []
         source_of: dict[str, str] = {}
-        for position, row in enumerate(rows):
-            target_id, kind = row.target_id, row.kind
+        for position, (kind, target_id, can_map, capture) in enumerate(
+            zip(row_kinds, target_ids, mappable, captures, strict=True)
+        ):
             if kind == "claim":
                 own[position] = target_id in citable
                 continue
-            if not row.mappable:
+            if not can_map:
                 continue  # evidence whose source is not live; source without live evidence
             if kind == "source":
                 support, target_kind = by_source, TargetKind.SOURCE
             else:
                 support, target_kind = by_evidence, TargetKind.EVIDENCE
-                if row.capture is not None:
-                    source_of[target_id] = row.capture
+                if capture is not None:
+                    source_of[target_id] = capture
             if target_id in support.claims:
                 mapped = support.targets(target_kind, target_id, hide_linked=True)
                 if mapped:
@@ -181,10 +236,10 @@ class _Part:
         own_positions = np.flatnonzero(own)
         folding: list[Target] = [t for _, mapped in linked_rows for t in mapped]
         if source_of:
-            captures = set(source_of.values())
+            sources = set(source_of.values())
             for position in own_positions.tolist():
                 kind, target_id = row_kinds[position], target_ids[position]
-                if kind == "evidence" or (kind == "source" and target_id in captures):
+                if kind == "evidence" or (kind == "source" and target_id in sources):
                     folding.append(Target(TargetKind(kind), target_id))
         merged = one_per_capture((t for t in folding if t.kind is not TargetKind.CLAIM), source_of)
         kept: dict[str, str] = {}
@@ -220,12 +275,12 @@ class _Part:
         # pairs in row order (a row's targets in their order), as the rule lists them
         order = np.argsort(all_rows, kind="stable")
         return cls(
-            columns=np.asarray([row.column for row in rows], dtype=np.int64),
-            rowids=np.asarray([row.rowid for row in rows], dtype=np.int64),
+            columns=columns,
+            rowids=rowids,
             keys=_join(np.asarray([ROW_ORDER[kind] for kind in row_kinds], dtype=np.uint8), ids)
             if count
             else _NO_IDS,
-            caps=id_array([row.capture or "" for row in rows]),
+            caps=id_array([capture or "" for capture in captures]),
             pair_rows=all_rows[order],
             pair_keys=all_keys[order] if len(all_keys) else _NO_IDS,
             source_of=kept,

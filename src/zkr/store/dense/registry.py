@@ -107,22 +107,27 @@ def pg_signature(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> tu
     return (-1, -1 if row is None else int(row[0]))
 
 
+def backend_signature(
+    conn: sqlite3.Connection, scope: tuple[str, str, str, str]
+) -> tuple[int, int]:
+    """The signature a lane cache of ``scope`` is valid for: on PostgreSQL the person's lane
+    mark (:func:`pg_signature`), on SQLite the file's change mark (:func:`signature`)."""
+    if is_postgres(conn):
+        return pg_signature(conn, scope[0], scope[1])
+    return signature(conn)
+
+
 def peek_lane(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> LaneConfig | None:
     """The lane's configuration (§9.3) without reading any vector: from the cache when it is
-    current, else from a few index seeks (:func:`zkr.store.embeddings.lane`)."""
-    if is_postgres(conn):
-        with CACHES_LOCK:
-            cache = CACHES.get((id(conn), *scope))
-        if (
-            cache is not None
-            and cache.conn is conn
-            and cache.signature is not None
-            and cache.signature == pg_signature(conn, *scope[:2])
-        ):
-            return cache.derived.lane
-        return stored_lane(conn, *scope)
+    current (its signature is the backend's, :func:`backend_signature`), else from a few index
+    seeks (:func:`zkr.store.embeddings.lane`)."""
     with CACHES_LOCK:
         cache = CACHES.get((id(conn), *scope))
-    if cache is not None and cache.conn is conn and cache.signature == signature(conn):
+    if (
+        cache is not None
+        and cache.conn is conn
+        and cache.signature is not None
+        and cache.signature == backend_signature(conn, scope)
+    ):
         return cache.derived.lane
     return stored_lane(conn, *scope)

@@ -41,46 +41,40 @@ WHERE {_LANE} AND em.target_kind = '{kind}'{{only}}
 ORDER BY em.target_id"""
 
 
-_ROWS_TEMPLATES = (
+# per target kind: (kind, the live target joined, its revision, its text, mappable, capture)
+_KINDS = (
     (
         "claim",
-        _rows_sql(
-            "claim",
-            f"claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p"
-            f" AND {LIVE_CLAIM}",
-            "c.recorded_from",
-            "c.subject || ' ' || c.predicate || ' ' || c.value",
-            "1",
-            "NULL",
-        ),
+        f"claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p"
+        f" AND {LIVE_CLAIM}",
+        "c.recorded_from",
+        "c.subject || ' ' || c.predicate || ' ' || c.value",
+        "1",
+        "NULL",
     ),
     (
         "evidence",
-        _rows_sql(
-            "evidence",
-            f"evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p"
-            f" AND {LIVE_EVIDENCE}",
-            "e.source_revision",
-            "e.quote",
-            "EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t"
-            f" AND s.person_id = :p AND {LIVE_SOURCE})",
-            "e.source_id",
-        ),
+        f"evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p"
+        f" AND {LIVE_EVIDENCE}",
+        "e.source_revision",
+        "e.quote",
+        "EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t"
+        f" AND s.person_id = :p AND {LIVE_SOURCE})",
+        "e.source_id",
     ),
     (
         "source",
-        _rows_sql(
-            "source",
-            f"sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p"
-            f" AND {LIVE_SOURCE}",
-            "s.revision",
-            "s.content",
-            "EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t"
-            f" AND e.person_id = :p AND {LIVE_EVIDENCE})",
-            "NULL",
-        ),
+        f"sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p"
+        f" AND {LIVE_SOURCE}",
+        "s.revision",
+        "s.content",
+        "EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t"
+        f" AND e.person_id = :p AND {LIVE_EVIDENCE})",
+        "NULL",
     ),
 )
+
+_ROWS_TEMPLATES = tuple((kind[0], _rows_sql(*kind)) for kind in _KINDS)
 
 
 PATCH_SQL = tuple(
@@ -88,6 +82,84 @@ PATCH_SQL = tuple(
     for kind, sql in _ROWS_TEMPLATES
 )
 ROWS_SQL = tuple((kind, sql.replace("{only}", "")) for kind, sql in _ROWS_TEMPLATES)
+
+
+# A first refresh in bulk (zkr.store.dense.bulk): per target kind, the lane's rows in §5.2
+# order folded into a few values, so that no Python object is made per row: rowids, target
+# ids, a digit per row for "current" (§9.1: the target is live with the stored revision and
+# the SHA-256 of its text is the row's input_hash, by the connection function
+# zkr_input_hash_ok) and one for mappable, evidence rows' source ids, and a count of rows the
+# bulk path does not handle (a cell of an unusual type, a row of the current second: the
+# row-by-row refresh takes those lanes).
+BULK_SQL = tuple(
+    (
+        kind,
+        f"""
+SELECT count(*), json_group_array(rowid), json_group_array(target_id), group_concat(ok, ''),
+  group_concat(mappable, ''), json_group_array(capture), total(unusual)
+FROM (
+  SELECT em.rowid AS rowid, em.target_kind AS target_kind, em.target_id AS target_id,
+    em.dimension AS dimension, em.normalization AS normalization, em.distance AS distance,
+    em.target_revision AS target_revision, em.input_hash AS input_hash,
+    em.created_at AS created_at,
+    CASE WHEN {revision} IS NULL OR em.target_revision IS NOT {revision} THEN 0
+      ELSE zkr_input_hash_ok({text}, em.input_hash) END AS ok,
+    {mappable} AS mappable, {capture} AS capture,
+    typeof(em.target_kind) != 'text' OR typeof(em.target_id) != 'text'
+      OR typeof(em.dimension) != 'integer' OR typeof(em.normalization) != 'text'
+      OR typeof(em.distance) != 'text' OR typeof(em.input_hash) != 'text'
+      OR typeof(em.target_revision) NOT IN ('integer', 'null')
+      OR typeof(em.created_at) != 'integer' OR em.created_at >= :now AS unusual
+  FROM embeddings em
+  LEFT JOIN {target}
+  WHERE {_LANE} AND em.target_kind = '{kind}'
+  ORDER BY em.target_id
+)""",
+    )
+    for kind, target, revision, text, mappable, capture in _KINDS
+)
+
+# Every row's small columns as JSON, per target kind in §5.2 order with the rowids (to check
+# that order), for the vector file's rows (a bulk refresh that read vectors from JSON text):
+# :n rows after the target id :after at a time, the last id to go on from.
+BULK_META_SQL = tuple(
+    (
+        kind,
+        f"""
+SELECT count(*), max(target_id), json_group_array(rowid),
+  CAST(json_group_array(json_array(target_kind, target_id, dimension, normalization, distance,
+    target_revision, input_hash, created_at)) AS BLOB)
+FROM (
+  SELECT em.rowid AS rowid, em.target_kind AS target_kind, em.target_id AS target_id,
+    em.dimension AS dimension, em.normalization AS normalization, em.distance AS distance,
+    em.target_revision AS target_revision, em.input_hash AS input_hash,
+    em.created_at AS created_at
+  FROM embeddings em
+  WHERE {_LANE} AND em.target_kind = '{kind}' AND em.target_id > :after
+  ORDER BY em.target_id
+  LIMIT :n
+)""",
+    )
+    for kind, *_ in _KINDS
+)
+
+# The lane's distinct configuration cells with their types (the bulk path takes lanes of one
+# configuration; index seeks on zkr_embeddings_config).
+BULK_CONFIGS_SQL = (
+    "SELECT DISTINCT dimension, typeof(dimension), normalization, typeof(normalization),"
+    " distance, typeof(distance) FROM embeddings em WHERE " + _LANE
+)
+
+# zkr's float32 copies of the lane's rows, checked against their rows in SQL as
+# zkr.store.changes.copies' callers check them (the same kind, target id and created_at).
+BULK_COPIES_SQL = (
+    "SELECT em.rowid, v.vector FROM embeddings em"
+    " JOIN zkr_vectors v ON v.row = em.rowid AND v.lane = :lane"
+    " AND v.kind = em.target_kind AND v.target_id = em.target_id"
+    " AND v.created_at = em.created_at"
+    " AND typeof(v.vector) = 'blob' AND length(v.vector) = :bytes"
+    f" WHERE {_LANE}"
+)
 
 
 # A patch re-reads whole captures (spec/retrieval.md §14 #12 folding looks at every Evidence
