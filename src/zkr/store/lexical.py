@@ -427,8 +427,7 @@ class _Lane:
             next_ranges = []
             for lo, hi in ranges:
                 rows = self.index.scored(plan.match, lo, hi, window)
-                for rowid, bm25 in rows:
-                    scores[rowid] = -bm25
+                scores.update({rowid: -bm25 for rowid, bm25 in rows})
                 if len(rows) == window:
                     exhausted = False
                     if window == WINDOW_ROWS:
