@@ -34,7 +34,9 @@ reasons, docs/retrieval-experiments.md the measurements.
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
 Scores are SQLite doubles and every order has a total tie-break, so a search is deterministic
-for a given database state.
+for a given database state. What a search learns about a document that depends on that state
+only (its text, the targets it stands for, its neighbours) is kept on the connection until the
+file changes (:class:`_Cache`), so later searches skip those reads; the ranking is the same.
 """
 
 from __future__ import annotations
