@@ -34,7 +34,9 @@ reasons, docs/retrieval-experiments.md the measurements.
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
 Scores are SQLite doubles and every order has a total tie-break, so a search is deterministic
-for a given database state.
+for a given database state. What a search learns about a document that depends on that state
+only (its text, the targets it stands for, its neighbours) is kept on the connection until the
+file changes (:class:`_Cache`), so later searches skip those reads; the ranking is the same.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from typing import Any, NamedTuple, Protocol
 
 from zkr.model import AsOf, Target, TargetKind
 from zkr.store import relevance
-from zkr.store.driver import is_postgres
+from zkr.store.driver import Connection, change_mark, is_postgres
 from zkr.store.eligibility import (
     CLAIM_CITATION,
     CLAIM_CITATION_AS_OF,
@@ -72,6 +74,7 @@ COMMON_MIN_DOCS = 16
 COMMON_SHARE = 0.9
 LABEL_BOOST = 1.5
 
+CACHE_DOCS = 50_000
 _SOURCE_END = CLAIM_BASE - 1
 _CLAIM_END = 2 * CLAIM_BASE - 1
 
@@ -285,6 +288,38 @@ def open_index(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> Inde
     return SqliteIndex(conn, tenant_id, person_id)
 
 
+# --------------------------------------------------------------------------- the cache
+
+
+class _Cache:
+    """What a search learnt about documents that holds until the file changes: each
+    document's (kind, target id, body), the targets it stands for and its neighbours.
+
+    All three are functions of the database state, the scope and the time mode only, so they
+    are kept on zkr's connection (:class:`zkr.store.driver.Connection`) under ``key`` =
+    (:func:`zkr.store.driver.change_mark` read inside the search's read transaction, tenant,
+    person, ``as_of``): any commit by anyone moves the mark and the next search starts afresh.
+    At most :data:`CACHE_DOCS` documents are kept (then it starts afresh too).
+    """
+
+    def __init__(self, key: tuple[object, ...]) -> None:
+        self.key = key
+        self.docs: dict[int, tuple[str, str, str]] = {}
+        self.targets: dict[int, list[Target]] = {}
+        self.near: dict[int, list[int]] = {}
+
+
+def _cache(conn: sqlite3.Connection, key: tuple[object, ...]) -> _Cache:
+    """The connection's cache for ``key`` (a fresh one, not kept, on other connections)."""
+    if not isinstance(conn, Connection):
+        return _Cache(key)
+    cache: _Cache | None = getattr(conn, "lexical_cache", None)
+    if cache is None or cache.key != key or len(cache.docs) > CACHE_DOCS:
+        cache = _Cache(key)
+        conn.lexical_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
 # --------------------------------------------------------------------------- the lane
 
 
@@ -311,10 +346,16 @@ class _Lane:
             self.params["v"] = as_of.valid_at
             self.params["r"] = as_of.recorded_at
         self.as_of = as_of
-        self.docs: dict[int, tuple[str, str, str]] = {}
-        self.targets: dict[int, list[Target]] = {}
+        if isinstance(index, SqliteIndex):
+            key = (change_mark(conn), tenant_id, person_id, as_of)
+            self.cache = _cache(conn, key)
+        else:
+            self.cache = _Cache(())  # (PostgreSQL: one search only)
+        self.docs = self.cache.docs
+        self.targets = self.cache.targets
         self.final: dict[int, float] = {}
         self.labelled: set[int] = set()
+        self.seen: set[int] = set()  # documents the ranking has looked at (see _rank)
         self.plan: QueryPlan | None = None
         self._points: dict[int, int] = {}
 
@@ -370,7 +411,11 @@ class _Lane:
 
     def neighbours(self, rowids: Sequence[int]) -> dict[int, list[int]]:
         """The scope's source documents written just before and after each of ``rowids``."""
-        return dict(self.index.neighbours(rowids, NEIGHBOURS, SPAN))
+        near = self.cache.near
+        todo = [rowid for rowid in rowids if rowid not in near]
+        if todo:
+            near.update(self.index.neighbours(todo, NEIGHBOURS, SPAN))
+        return {rowid: near[rowid] for rowid in rowids}
 
     # ------------------------------------------------------------------ scored matches
 
@@ -384,8 +429,7 @@ class _Lane:
             next_ranges = []
             for lo, hi in ranges:
                 rows = self.index.scored(plan.match, lo, hi, window)
-                for rowid, bm25 in rows:
-                    scores[rowid] = -bm25
+                scores.update({rowid: -bm25 for rowid, bm25 in rows})
                 if len(rows) == window:
                     exhausted = False
                     if window == WINDOW_ROWS:
@@ -415,7 +459,11 @@ class _Lane:
         return LABEL_BOOST if rowid in self.labelled else 1.0
 
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
-        boosted = {rowid: score * self._boost(rowid) for rowid, score in scores.items()}
+        boosted = scores
+        if self.labelled:  # (a score times 1.0 is the score: only labelled ones change)
+            boosted = dict(scores)
+            for rowid in self.labelled.intersection(scores):
+                boosted[rowid] = scores[rowid] * LABEL_BOOST
         order = _best_first(boosted)
         # Check best-first until the checked documents give `cut` targets and LIFTERS
         # eligible sources: a document left unchecked scores no more than every checked one.
@@ -428,8 +476,9 @@ class _Lane:
             len(found) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
         ):
             chunk = order[checked : checked + batch]
-            checked += len(chunk)
             self.check(chunk)
+            checked += len(chunk)
+            self.seen.update(chunk)
             for rowid in chunk:
                 if self.targets[rowid]:
                     eligible.append(rowid)
@@ -441,7 +490,8 @@ class _Lane:
             for rowid in near:
                 if rowid in scores and scores[lifter] > lift.get(rowid, 0.0):
                     lift[rowid] = scores[lifter]
-        lifted = [rowid for rowid in lift if rowid not in self.targets]
+        lifted = [rowid for rowid in lift if rowid not in self.seen]
+        self.seen.update(lifted)
         self.check(lifted)
         eligible.extend(rowid for rowid in lifted if self.targets[rowid])
         self.final = {
