@@ -145,12 +145,19 @@ def remember_commit(person: str, i: int, text: str, with_claim: bool) -> dict[st
     return {"recorded_at": at, "event_count": len(records), "records": records}
 
 
-def person_feed(person: str, records: int, seed: int) -> list[list[dict[str, Any]]]:
-    """``records`` feed records of one person as apply requests' commit lists (<= 1 MiB each)."""
+def person_feed(
+    person: str, records: int, seed: int, claims: bool = True
+) -> list[list[dict[str, Any]]]:
+    """``records`` feed records of one person as apply requests' commit lists (<= 1 MiB each).
+
+    With ``claims`` every second remember carries an accepted claim (4 records, else 2);
+    without, every remember is a source and its evidence (2 records: one source per 2 records).
+    """
     rng = random.Random(seed)
     commits, made, i = [], 0, 0
     while made < records:
-        commit = remember_commit(person, i, text_of(rng, i), with_claim=i % 2 == 0)
+        with_claim = claims and i % 2 == 0
+        commit = remember_commit(person, i, text_of(rng, i), with_claim=with_claim)
         commit["sequence"] = i + 1
         commit["first_event_index"] = 0
         commits.append(commit)
@@ -185,12 +192,14 @@ def apply_person(db: MemoryDb, person: str, groups: list[list[dict[str, Any]]]) 
 # --------------------------------------------------------------------------- phases
 
 
-def phase_apply(target: str, persons: int, per_person: int) -> tuple[int, float]:
+def phase_apply(
+    target: str, persons: int, per_person: int, claims: bool = True
+) -> tuple[int, float]:
     """Apply every person's feed; returns (records applied, wall seconds of the apply calls)."""
     total, took = 0, 0.0
     with MemoryDb.open(target) as db:
         for n in range(persons):
-            groups = person_feed(f"p{n:05d}", per_person, n)  # made before the clock starts
+            groups = person_feed(f"p{n:05d}", per_person, n, claims)  # made before the clock
             started = time.perf_counter()
             total += apply_person(db, f"p{n:05d}", groups)
             took += time.perf_counter() - started
@@ -219,7 +228,11 @@ def phase_search(target: str, sources: int, queries: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with MemoryDb.open(target) as db:
         started = time.perf_counter()
-        out["applied"] = apply_person(db, person, groups)
+        out["applied"] = apply_person(db, person, groups[:1])
+        if out["applied"]:  # else a kept store (--sqlite-dir, --pg-database) already holds it
+            out["applied"] += apply_person(db, person, groups[1:])
+        else:
+            out["applied"] = sum(c["event_count"] for g in groups for c in g)
         out["apply_s"] = time.perf_counter() - started
         started, embedded = time.perf_counter(), 0
         while True:
@@ -263,6 +276,7 @@ def phase_search(target: str, sources: int, queries: int) -> dict[str, Any]:
             assert pack["items"], request
             return took
 
+        out["sources"] = db.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
         ask(False)  # the first search brings zkr's lexical index up to date (not counted)
         out["lexical"] = [ask(False) for _ in range(queries)]
         out["hybrid_first_s"] = ask(True)
@@ -338,11 +352,22 @@ def load() -> str:
 
 
 @contextlib.contextmanager
-def postgres_database(dsn: str | None, keep: bool) -> Iterator[tuple[str, str]]:
-    """(database DSN, where it runs) for the run; dropped afterwards unless ``keep``."""
-    from tests.pg_server import PgServer, acquire, fresh_name
+def postgres_database(
+    dsn: str | None, keep: bool, database: str | None = None
+) -> Iterator[tuple[str, str]]:
+    """(database DSN, where it runs) for the run; dropped afterwards unless ``keep``.
+
+    ``database`` (with ``dsn``): use that database, creating it when missing, and keep it.
+    """
+    from tests.pg_server import PgServer, acquire, fresh_name, with_database
 
     server = PgServer(dsn, "--dsn") if dsn else acquire(durable=True)
+    if database and not server.throwaway:
+        if not server.execute(f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+            server.create_database(database)
+        yield with_database(server.dsn, database), server.origin
+        print(f"kept PostgreSQL database {database}")
+        return
     name = fresh_name("bench")
     try:
         yield server.create_database(name), server.origin
@@ -364,28 +389,55 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--keep", action="store_true", help="keep the --dsn database")
+    parser.add_argument(
+        "--background-sources",
+        type=int,
+        default=0,
+        help="fill the persons' feeds with this many sources in all (remembers without claims,"
+        " 2 records a source) instead of 1,000 records each (1,000 x 1,000 mixed: 343k sources)",
+    )
+    parser.add_argument(
+        "--sqlite-dir", default=None, help="keep the SQLite stores in this directory (re-used)"
+    )
+    parser.add_argument(
+        "--pg-database", default=None, help="with --dsn: use (create, keep) this database"
+    )
+    parser.add_argument("--backends", default="SQLite,PostgreSQL")
     args = parser.parse_args()
     phases = set(args.only.split(","))
+    backends = set(args.backends.split(","))
     persons = max(1, round(1000 * args.scale))
+    if args.background_sources:
+        per_person, claims = 2 * max(1, args.background_sources // persons), False
+    else:
+        per_person, claims = 1000, True
 
     print(f"$ python benchmarks/postgres.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"load before: {load()}")
     with (
         tempfile.TemporaryDirectory() as tmp,
-        postgres_database(args.dsn, args.keep) as (pg_dsn, origin),
+        contextlib.ExitStack() as stack,
     ):
         from tests.pg_server import with_schema
 
-        print(f"PostgreSQL: {origin}")
+        pg_dsn = ""
+        if "PostgreSQL" in backends:
+            pg_dsn, origin = stack.enter_context(
+                postgres_database(args.dsn, args.keep, args.pg_database)
+            )
+            print(f"PostgreSQL: {origin}")
+        sqlite_dir = Path(args.sqlite_dir or tmp)
+        sqlite_dir.mkdir(parents=True, exist_ok=True)
         stores = {
-            "SQLite": lambda name: str(Path(tmp) / f"{name}.db"),
+            "SQLite": lambda name: str(sqlite_dir / f"{name}.db"),
             "PostgreSQL": lambda name: with_schema(pg_dsn, name),
         }
+        stores = {backend: store for backend, store in stores.items() if backend in backends}
         if "apply" in phases or "search" in phases:
             for backend, store in stores.items():
                 target = store("big")
                 if "apply" in phases:
-                    records, took = phase_apply(target, persons, 1000)
+                    records, took = phase_apply(target, persons, per_person, claims)
                     print(
                         f"apply   {backend:10} {records:,} records, {persons:,} persons:"
                         f" {took:.1f} s, {records / took:,.0f} records/s"
@@ -393,10 +445,13 @@ def main() -> int:
                 if "search" in phases:
                     res = phase_search(target, args.search_sources, args.queries)
                     lex, hyb = res["lexical"], res["hybrid"]
+                    if not args.queries:
+                        continue
                     print(
                         f"search  {backend:10} 1 person, {res['applied']:,} records"
                         f" ({args.search_sources:,} sources, {res['embedded']:,} embeddings"
-                        f" in {res['embed_s']:.0f} s) among {persons:,} other persons:"
+                        f" in {res['embed_s']:.0f} s) among {persons:,} other persons,"
+                        f" {res['sources']:,} sources in all:"
                         f" lexical p50 {1000 * statistics.median(lex):.1f} ms"
                         f" p95 {1000 * pct(lex, 0.95):.1f} ms;"
                         f" hybrid first {1000 * res['hybrid_first_s']:.0f} ms,"
