@@ -193,17 +193,17 @@ def apply_person(db: MemoryDb, person: str, groups: list[list[dict[str, Any]]]) 
 
 
 def phase_apply(
-    target: str, persons: int, per_person: int, claims: bool = True
+    target: str, persons: range, per_person: int, claims: bool = True
 ) -> tuple[int, float]:
     """Apply every person's feed; returns (records applied, wall seconds of the apply calls)."""
     total, took = 0, 0.0
     with MemoryDb.open(target) as db:
-        for n in range(persons):
+        for n in persons:
             groups = person_feed(f"p{n:05d}", per_person, n, claims)  # made before the clock
             started = time.perf_counter()
             total += apply_person(db, f"p{n:05d}", groups)
             took += time.perf_counter() - started
-            if (n + 1) % max(1, persons // 10) == 0:  # progress on stderr (not a figure)
+            if (n + 1) % max(1, len(persons) // 10) == 0:  # progress on stderr (not a figure)
                 print(
                     f"  ... {n + 1:,} persons, {total:,} records, {took:.0f} s,"
                     f" {total / took:,.0f} records/s",
@@ -403,6 +403,12 @@ def main() -> int:
         "--pg-database", default=None, help="with --dsn: use (create, keep) this database"
     )
     parser.add_argument("--backends", default="SQLite,PostgreSQL")
+    parser.add_argument(
+        "--persons",
+        default="",
+        help="FIRST:END: apply only these of the persons (to fill one store from several"
+        " processes, PostgreSQL; default all)",
+    )
     args = parser.parse_args()
     phases = set(args.only.split(","))
     backends = set(args.backends.split(","))
@@ -437,9 +443,11 @@ def main() -> int:
             for backend, store in stores.items():
                 target = store("big")
                 if "apply" in phases:
-                    records, took = phase_apply(target, persons, per_person, claims)
+                    first, _, end = args.persons.partition(":")
+                    chosen = range(int(first or 0), int(end or persons))
+                    records, took = phase_apply(target, chosen, per_person, claims)
                     print(
-                        f"apply   {backend:10} {records:,} records, {persons:,} persons:"
+                        f"apply   {backend:10} {records:,} records, {len(chosen):,} persons:"
                         f" {took:.1f} s, {records / took:,.0f} records/s"
                     )
                 if "search" in phases:
