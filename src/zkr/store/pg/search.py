@@ -26,9 +26,10 @@ lock, in one short transaction). Every table leads with ``(tenant_id, person_id)
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zkr.store.eligibility import live_source
@@ -297,7 +298,14 @@ def _insert(
 
 class PgIndex:
     """The lexical lane's reads (:class:`zkr.store.lexical.SqliteIndex` on SQLite) for one
-    scope: statistics, scored matches in a document range, bodies, neighbours."""
+    scope: statistics, scored matches in a document range, bodies, neighbours.
+
+    Matched documents come back as one JSON value per query (``json_agg``, decoded at once):
+    psycopg loads each value of a result in Python here, and a round of matches is a thousand
+    rows. The matched documents' kind, target and body are kept (``_found``), so resolving them
+    afterwards reads nothing more. bm25 is computed here from each body, with FTS5's formula and
+    evaluation order (the scores are the SQLite lane's to the last bit).
+    """
 
     def __init__(self, conn: PgConnection, tenant_id: str, person_id: str) -> None:
         self.conn = conn
@@ -305,6 +313,7 @@ class PgIndex:
         self.docs = 0
         self.avg_length = 0.0
         self.df: dict[str, int] = {}
+        self._found: dict[int, tuple[str, str, str]] = {}
 
     def stats(self, tag: str) -> tuple[int, int]:
         """The scope's documents and total terms."""
@@ -327,22 +336,50 @@ class PgIndex:
         self.df.update({term: int(docs) for term, docs in rows})
         return {term: int(docs) for term, docs in rows}
 
-    def _bm25(self, terms: Sequence[str], body: str) -> float:
-        """FTS5's bm25 value (negative: lower is better) of one body for ``terms``."""
-        counts = Counter(body.split())
-        length = sum(counts.values())
-        score = 0.0
+    def _scorer(self, terms: Sequence[str]) -> Callable[[str], float]:
+        """FTS5's bm25 value (negative: lower is better) of a body for ``terms``: the per-term
+        idf drawn once, then per body only its term counts and length (the same operations, in
+        the same order, as FTS5)."""
+        weights: list[tuple[str, float]] = []
         for term in terms:
-            tf = counts.get(term, 0)
-            if not tf:
-                continue
             hits = self.df.get(term, 0)
             idf = math.log((self.docs - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            denominator = tf + K1 * (1 - B + B * length / self.avg_length)
-            score += idf * (tf * (K1 + 1)) / denominator
-        return -score
+            weights.append((term, 1e-6 if idf <= 0.0 else idf))
+        avg_length = self.avg_length
+
+        def bm25(body: str) -> float:
+            words = body.split()
+            length = len(words)
+            score = 0.0
+            for term, idf in weights:
+                tf = words.count(term)
+                if not tf:
+                    continue
+                denominator = tf + K1 * (1 - B + B * length / avg_length)
+                score += idf * (tf * (K1 + 1)) / denominator
+            return -score
+
+        return bm25
+
+    def _matches(self, where: str, params: list[Any], limit: int | None) -> list[list[Any]]:
+        """``[doc, kind, target, body]`` of the scope's documents matching ``where``, newest
+        first (at most ``limit``), as one JSON value; kept for :meth:`resolve`."""
+        sql = (
+            "SELECT coalesce(json_agg(json_build_array(doc, kind, target, body)"
+            " ORDER BY doc DESC), '[]')::text FROM (SELECT doc, kind, target, body FROM zkr_fts"
+            " WHERE tenant_id = %s AND person_id = %s AND "
+            + where
+            + " ORDER BY doc DESC"
+            + ("" if limit is None else " LIMIT %s")
+            + ") AS hits"
+        )
+        values = [*self.scope, *params, *([] if limit is None else [limit])]
+        row = self.conn.execute_native(sql, values).fetchone()
+        rows: list[list[Any]] = json.loads(row[0]) if row else []
+        found = self._found
+        for doc, kind, target, body in rows:
+            found[doc] = (kind, target, body)
+        return rows
 
     def scored(
         self, terms: Sequence[str], lo: int, hi: int, n: int | None
@@ -352,13 +389,9 @@ class PgIndex:
         query = tsquery(terms)
         if not query:
             return []
-        limit = "" if n is None else " LIMIT %s"
-        rows = self.conn.execute_native(
-            "SELECT doc, body FROM zkr_fts WHERE tenant_id = %s AND person_id = %s"
-            " AND terms @@ %s::tsquery AND doc BETWEEN %s AND %s ORDER BY doc DESC" + limit,
-            [*self.scope, query, lo, hi, *([] if n is None else [n])],
-        ).fetchall()
-        return [(int(doc), self._bm25(terms, body)) for doc, body in rows]
+        rows = self._matches("terms @@ %s::tsquery AND doc BETWEEN %s AND %s", [query, lo, hi], n)
+        bm25 = self._scorer(terms)
+        return [(row[0], bm25(row[3])) for row in rows]
 
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         """How many documents in ``[lo, hi]`` hold ``term`` (counting stops at ``n``)."""
@@ -386,13 +419,13 @@ class PgIndex:
         return [int(row[0]) for row in rows]
 
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
-        """(doc, kind, target id, body) of each listed document."""
-        rows = self.conn.execute_native(
-            "SELECT doc, kind, target, body FROM zkr_fts WHERE tenant_id = %s"
-            " AND person_id = %s AND doc = ANY(%s)",
-            [*self.scope, list(docs)],
-        ).fetchall()
-        return [(int(d), k, t, b) for d, k, t, b in rows]
+        """(doc, kind, target id, body) of each listed document (those a match returned are
+        known already)."""
+        found = self._found
+        missing = [doc for doc in docs if doc not in found]
+        if missing:
+            self._matches("doc = ANY(%s)", [missing], None)
+        return [(doc, *found[doc]) for doc in docs if doc in found]
 
     def neighbours(self, docs: Sequence[int], width: int, span: int) -> list[tuple[int, list[int]]]:
         """For each of ``docs``: the ``width`` source documents of the scope on each side of it
