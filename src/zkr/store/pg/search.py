@@ -94,6 +94,18 @@ END $$""",
 )
 
 
+def _packed(conn: PgConnection, sql: str, params: Any) -> list[list[Any]]:
+    """The rows of ``sql``, a query answering one JSON array of row arrays (``json_agg``):
+    decoded at once, where psycopg would load each value of each row in Python."""
+    row = conn.execute_native(sql, params).fetchone()
+    return json.loads(row[0]) if row else []
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON text for a ``%s::json`` parameter (UTF-8 as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _lexeme(term: str) -> bool:
     return len(term.encode("utf-8")) <= MAX_LEXEME_BYTES
 
@@ -132,11 +144,13 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
     scope = [tenant_id, person_id]
     done = 0
     while True:
-        rows = conn.execute_native(
-            "SELECT seq, kind, target FROM zkr_search_queue"
-            " WHERE tenant_id = %s AND person_id = %s ORDER BY seq LIMIT %s",
+        rows = _packed(
+            conn,
+            "SELECT coalesce(json_agg(json_build_array(seq, kind, target) ORDER BY seq), '[]')"
+            "::text FROM (SELECT seq, kind, target FROM zkr_search_queue"
+            " WHERE tenant_id = %s AND person_id = %s ORDER BY seq LIMIT %s) AS q",
             [*scope, DRAIN_BATCH],
-        ).fetchall()
+        )
         if not rows:
             return done
         order: dict[tuple[str, str], None] = {}
@@ -150,18 +164,20 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
         for kind, sql in (
             (
                 "source",
-                "SELECT id, content FROM sources WHERE tenant_id = %s AND person_id = %s"
+                "SELECT coalesce(json_agg(json_build_array(id, content)), '[]')::text"
+                " FROM sources WHERE tenant_id = %s AND person_id = %s"
                 f" AND id = ANY(%s) AND {live_source('')}",
             ),
             (
                 "claim",
-                "SELECT id, subject || ' ' || predicate || ' ' || value FROM claims"
+                "SELECT coalesce(json_agg(json_build_array(id,"
+                " subject || ' ' || predicate || ' ' || value)), '[]')::text FROM claims"
                 " WHERE tenant_id = %s AND person_id = %s AND id = ANY(%s)",
             ),
         ):
             ids = [target for k, target in keys if k == kind]
             if ids:
-                for rid, text in conn.execute_native(sql, [*scope, ids]).fetchall():
+                for rid, text in _packed(conn, sql, [*scope, ids]):
                     texts[(kind, rid)] = text
         _insert(conn, scope, [(key, texts[key]) for key in keys if key in texts], old, stats)
         stats.write(conn)
@@ -187,13 +203,15 @@ class _Stats:
         self.total += sign * len(tagged)
 
     def write(self, conn: PgConnection) -> None:
-        changed = [(*self.scope, term, n) for term, n in self.terms.items() if n]
-        if changed:
-            conn.raw_executemany(
+        changed = [[term, n] for term, n in self.terms.items() if n]
+        if changed:  # one statement, the rows as one JSON value (see _insert)
+            conn.execute_native(
                 "INSERT INTO zkr_search_terms (tenant_id, person_id, term, docs)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, person_id, term)"
+                " SELECT %s, %s, r.term, r.docs"
+                " FROM json_to_recordset(%s::json) AS r(term text, docs bigint)"
+                " ON CONFLICT (tenant_id, person_id, term)"
                 " DO UPDATE SET docs = zkr_search_terms.docs + excluded.docs",
-                changed,
+                [*self.scope, _json([{"term": t, "docs": n} for t, n in changed])],
             )
         gone = [term for term, n in self.terms.items() if n < 0]
         if gone:
@@ -259,8 +277,7 @@ def _insert(
     assert row is not None
     next_id = {"source": int(row[0]), "claim": int(row[1])}
     tag = scope_tag(*scope)
-    fts_rows: list[tuple[Any, ...]] = []
-    map_rows: list[tuple[Any, ...]] = []
+    rows: list[dict[str, Any]] = []
     for (kind, target), text in docs:
         terms = document_terms(text)
         if not terms:
@@ -272,19 +289,19 @@ def _insert(
             doc = next_id[kind]
             next_id[kind] += 1
         lexemes = sorted({t for t in tagged if _lexeme(t)})
-        fts_rows.append((*scope, doc, kind, target, body, lexemes))
-        map_rows.append((*scope, kind, target, doc))
+        rows.append({"doc": doc, "kind": kind, "target": target, "body": body, "terms": lexemes})
         stats.add(body, 1)
-    if fts_rows:
-        conn.raw_executemany(
-            "INSERT INTO zkr_fts (tenant_id, person_id, doc, kind, target, body, terms)"
-            " VALUES (%s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
-            fts_rows,
-        )
-        conn.raw_executemany(
-            "INSERT INTO zkr_search_map (tenant_id, person_id, kind, target, doc)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            map_rows,
+    if rows:
+        # one statement for both tables, the rows as one JSON value: psycopg would adapt
+        # every value of an executemany in Python (most of a drain's time before)
+        conn.execute_native(
+            "WITH r AS (SELECT * FROM json_to_recordset(%(rows)s::json)"
+            "   AS r(doc bigint, kind text, target text, body text, terms text[])),"
+            " m AS (INSERT INTO zkr_search_map (tenant_id, person_id, kind, target, doc)"
+            "   SELECT %(t)s, %(p)s, kind, target, doc FROM r)"
+            " INSERT INTO zkr_fts (tenant_id, person_id, doc, kind, target, body, terms)"
+            " SELECT %(t)s, %(p)s, doc, kind, target, body, array_to_tsvector(terms) FROM r",
+            {"t": scope[0], "p": scope[1], "rows": _json(rows)},
         )
     conn.execute_native(
         "UPDATE zkr_search_scopes SET next_source = %s, next_claim = %s"
@@ -374,8 +391,7 @@ class PgIndex:
             + ") AS hits"
         )
         values = [*self.scope, *params, *([] if limit is None else [limit])]
-        row = self.conn.execute_native(sql, values).fetchone()
-        rows: list[list[Any]] = json.loads(row[0]) if row else []
+        rows = _packed(self.conn, sql, values)
         found = self._found
         for doc, kind, target, body in rows:
             found[doc] = (kind, target, body)
