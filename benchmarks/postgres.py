@@ -61,7 +61,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.pg_serv
 
 from zkr import MemoryDb
 from zkr.cli import dispatch
-from zkr.text import new_id
 
 TENANT = "bench"
 T0 = 1_700_000_000
@@ -85,8 +84,17 @@ def text_of(rng: random.Random, i: int) -> str:
     return " ".join(words) + f" #{i}"
 
 
-def remember_commit(person: str, i: int, text: str, with_claim: bool) -> dict[str, Any]:
-    """One device commit of a remember (spec/sync.md §1: records in the order remember emits)."""
+def remember_commit(
+    person: str, i: int, text: str, with_claim: bool, ids: random.Random
+) -> dict[str, Any]:
+    """One device commit of a remember (spec/sync.md §1: records in the order remember emits).
+
+    Ids come from ``ids`` (seeded by the person): the same person's feed has the same ids every
+    time it is made, so applying it again (a kept store, two fill processes) is a replay."""
+
+    def new_id() -> str:
+        return f"{ids.getrandbits(128):032x}"
+
     sid, eid, cid = new_id(), new_id(), new_id() if with_claim else None
     at = T0 + i
     scope = {"tenant_id": TENANT, "person_id": person}
@@ -169,10 +177,11 @@ def person_feed(
     without, every remember is a source and its evidence (2 records: one source per 2 records).
     """
     rng = random.Random(seed)
+    ids = random.Random(f"ids {person}")
     commits, made, i = [], 0, 0
     while made < records:
         with_claim = claims and i % 2 == 0
-        commit = remember_commit(person, i, text_of(rng, i), with_claim=with_claim)
+        commit = remember_commit(person, i, text_of(rng, i), with_claim, ids)
         commit["sequence"] = i + 1
         commit["first_event_index"] = 0
         commits.append(commit)
@@ -251,6 +260,7 @@ def phase_search(target: str, sources: int, queries: int, embed: bool = True) ->
         started = time.perf_counter()
         out["applied"] = apply_person(db, person, groups[:1])
         if out["applied"]:  # else a kept store (--sqlite-dir, --pg-database) already holds it
+            # (the feed's ids are the person's every time, so a kept store's first group replays)
             out["applied"] += apply_person(db, person, groups[1:])
         else:
             out["applied"] = sum(c["event_count"] for g in groups for c in g)
