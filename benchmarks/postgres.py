@@ -14,12 +14,27 @@ figures). Prints numbers; asserts only that nothing failed.
    device would export them: remembers of a few dozen words, every second one with an accepted
    claim (source, evidence, claim, claim_evidence; else source, evidence), one commit each,
    applied per person in requests of at most 1 MiB (the CLI's limit), one process. The records
-   are made just before each person's calls (not timed): records/s over the apply calls.
+   are made just before each person's calls, and one search of theirs follows them (indexing
+   their documents), neither timed: records/s over the apply calls. ``--background-sources N``
+   makes the persons' feeds source-heavy instead (N sources in all, remembers without claims:
+   a source and its evidence each), so the search below runs inside tables of N sources.
 2. **search**: one more person with ``--search-sources`` (10,000) sources, applied into the
    same stores, each source with a 384-dimensional embedding (``projections`` + ``embed``);
    then ``--queries`` two-word queries, lexical and hybrid (the query's own vector), p50/p95 of
    warm in-process calls (the first hybrid call is reported separately: SQLite builds its
    vector cache there).
+
+Kept stores (``--sqlite-dir DIR``, ``--pg-database NAME`` with ``--dsn``) are re-used: a person
+already applied is not applied again, and ``--only search`` measures a filled store. For the
+issue's "10k sources inside tables holding 1M sources" on a 2-core machine, fill the stores
+source-heavy, PostgreSQL from several processes, then measure::
+
+    B="--dsn … --pg-database NAME --sqlite-dir DIR --background-sources 1000000"
+    python benchmarks/postgres.py $B --only search --queries 0      # the searcher, embedded
+    python benchmarks/postgres.py $B --only apply --backends SQLite
+    python benchmarks/postgres.py $B --only apply --backends PostgreSQL --persons 0:500 &
+    python benchmarks/postgres.py $B --only apply --backends PostgreSQL --persons 500:1000
+    python benchmarks/postgres.py $B --only search --queries 100
 3. **writers**: 8 processes, each ``remember``-ing (with a claim) for a person of its own for
    ``--seconds`` (10, after its own start-up), against one store: ops/s (the remembers of all
    writers over that window) and errors.
@@ -46,7 +61,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.pg_serv
 
 from zkr import MemoryDb
 from zkr.cli import dispatch
-from zkr.text import new_id
 
 TENANT = "bench"
 T0 = 1_700_000_000
@@ -70,8 +84,17 @@ def text_of(rng: random.Random, i: int) -> str:
     return " ".join(words) + f" #{i}"
 
 
-def remember_commit(person: str, i: int, text: str, with_claim: bool) -> dict[str, Any]:
-    """One device commit of a remember (spec/sync.md §1: records in the order remember emits)."""
+def remember_commit(
+    person: str, i: int, text: str, with_claim: bool, ids: random.Random
+) -> dict[str, Any]:
+    """One device commit of a remember (spec/sync.md §1: records in the order remember emits).
+
+    Ids come from ``ids`` (seeded by the person): the same person's feed has the same ids every
+    time it is made, so applying it again (a kept store, two fill processes) is a replay."""
+
+    def new_id() -> str:
+        return f"{ids.getrandbits(128):032x}"
+
     sid, eid, cid = new_id(), new_id(), new_id() if with_claim else None
     at = T0 + i
     scope = {"tenant_id": TENANT, "person_id": person}
@@ -145,12 +168,20 @@ def remember_commit(person: str, i: int, text: str, with_claim: bool) -> dict[st
     return {"recorded_at": at, "event_count": len(records), "records": records}
 
 
-def person_feed(person: str, records: int, seed: int) -> list[list[dict[str, Any]]]:
-    """``records`` feed records of one person as apply requests' commit lists (<= 1 MiB each)."""
+def person_feed(
+    person: str, records: int, seed: int, claims: bool = True
+) -> list[list[dict[str, Any]]]:
+    """``records`` feed records of one person as apply requests' commit lists (<= 1 MiB each).
+
+    With ``claims`` every second remember carries an accepted claim (4 records, else 2);
+    without, every remember is a source and its evidence (2 records: one source per 2 records).
+    """
     rng = random.Random(seed)
+    ids = random.Random(f"ids {person}")
     commits, made, i = [], 0, 0
     while made < records:
-        commit = remember_commit(person, i, text_of(rng, i), with_claim=i % 2 == 0)
+        with_claim = claims and i % 2 == 0
+        commit = remember_commit(person, i, text_of(rng, i), with_claim, ids)
         commit["sequence"] = i + 1
         commit["first_event_index"] = 0
         commits.append(commit)
@@ -185,16 +216,23 @@ def apply_person(db: MemoryDb, person: str, groups: list[list[dict[str, Any]]]) 
 # --------------------------------------------------------------------------- phases
 
 
-def phase_apply(target: str, persons: int, per_person: int) -> tuple[int, float]:
+def phase_apply(
+    target: str, persons: range, per_person: int, claims: bool = True
+) -> tuple[int, float]:
     """Apply every person's feed; returns (records applied, wall seconds of the apply calls)."""
     total, took = 0, 0.0
     with MemoryDb.open(target) as db:
-        for n in range(persons):
-            groups = person_feed(f"p{n:05d}", per_person, n)  # made before the clock starts
+        for n in persons:
+            groups = person_feed(f"p{n:05d}", per_person, n, claims)  # made before the clock
             started = time.perf_counter()
             total += apply_person(db, f"p{n:05d}", groups)
             took += time.perf_counter() - started
-            if (n + 1) % max(1, persons // 10) == 0:  # progress on stderr (not a figure)
+            # not timed: one search of theirs indexes the person's documents (PostgreSQL
+            # drains one scope's queue per search, SQLite the file's), so zkr's lexical index
+            # holds every person's documents, as on a replica whose persons search
+            request = {"tenant_id": TENANT, "person_id": f"p{n:05d}", "query": "jazz"}
+            dispatch(db, "search", request)
+            if (n + 1) % max(1, len(persons) // 10) == 0:  # progress on stderr (not a figure)
                 print(
                     f"  ... {n + 1:,} persons, {total:,} records, {took:.0f} s,"
                     f" {total / took:,.0f} records/s",
@@ -210,8 +248,9 @@ def unit_vector(rng: random.Random) -> list[float]:
     return [round(x / norm, 6) for x in v]
 
 
-def phase_search(target: str, sources: int, queries: int) -> dict[str, Any]:
-    """The search person: apply, embed every projection, then timed lexical/hybrid searches."""
+def phase_search(target: str, sources: int, queries: int, embed: bool = True) -> dict[str, Any]:
+    """The search person: apply, embed every projection (unless not ``embed``: a kept store's
+    vectors as they are), then timed lexical/hybrid searches."""
     person = "searcher"
     groups = person_feed(person, sources * 2 + sources // 2 * 2, 99)
     rng = random.Random(7)
@@ -219,10 +258,15 @@ def phase_search(target: str, sources: int, queries: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with MemoryDb.open(target) as db:
         started = time.perf_counter()
-        out["applied"] = apply_person(db, person, groups)
+        out["applied"] = apply_person(db, person, groups[:1])
+        if out["applied"]:  # else a kept store (--sqlite-dir, --pg-database) already holds it
+            # (the feed's ids are the person's every time, so a kept store's first group replays)
+            out["applied"] += apply_person(db, person, groups[1:])
+        else:
+            out["applied"] = sum(c["event_count"] for g in groups for c in g)
         out["apply_s"] = time.perf_counter() - started
         started, embedded = time.perf_counter(), 0
-        while True:
+        while embed:
             issues = dispatch(
                 db, "projections", {**scope, "model": MODEL, "version": VERSION, "limit": 100}
             )
@@ -263,6 +307,11 @@ def phase_search(target: str, sources: int, queries: int) -> dict[str, Any]:
             assert pack["items"], request
             return took
 
+        out["sources"] = db.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+        out["vectors"] = db.conn.execute(
+            "SELECT count(*) FROM embeddings WHERE tenant_id = ? AND person_id = ?",
+            (TENANT, person),
+        ).fetchone()[0]
         ask(False)  # the first search brings zkr's lexical index up to date (not counted)
         out["lexical"] = [ask(False) for _ in range(queries)]
         out["hybrid_first_s"] = ask(True)
@@ -338,11 +387,22 @@ def load() -> str:
 
 
 @contextlib.contextmanager
-def postgres_database(dsn: str | None, keep: bool) -> Iterator[tuple[str, str]]:
-    """(database DSN, where it runs) for the run; dropped afterwards unless ``keep``."""
-    from tests.pg_server import PgServer, acquire, fresh_name
+def postgres_database(
+    dsn: str | None, keep: bool, database: str | None = None
+) -> Iterator[tuple[str, str]]:
+    """(database DSN, where it runs) for the run; dropped afterwards unless ``keep``.
+
+    ``database`` (with ``dsn``): use that database, creating it when missing, and keep it.
+    """
+    from tests.pg_server import PgServer, acquire, fresh_name, with_database
 
     server = PgServer(dsn, "--dsn") if dsn else acquire(durable=True)
+    if database and not server.throwaway:
+        if not server.execute(f"SELECT 1 FROM pg_database WHERE datname = '{database}'"):
+            server.create_database(database)
+        yield with_database(server.dsn, database), server.origin
+        print(f"kept PostgreSQL database {database}")
+        return
     name = fresh_name("bench")
     try:
         yield server.create_database(name), server.origin
@@ -364,39 +424,83 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--keep", action="store_true", help="keep the --dsn database")
+    parser.add_argument(
+        "--background-sources",
+        type=int,
+        default=0,
+        help="fill the persons' feeds with this many sources in all (remembers without claims,"
+        " 2 records a source) instead of 1,000 records each (1,000 x 1,000 mixed: 343k sources)",
+    )
+    parser.add_argument(
+        "--sqlite-dir", default=None, help="keep the SQLite stores in this directory (re-used)"
+    )
+    parser.add_argument(
+        "--pg-database", default=None, help="with --dsn: use (create, keep) this database"
+    )
+    parser.add_argument("--backends", default="SQLite,PostgreSQL")
+    parser.add_argument(
+        "--no-embed",
+        action="store_true",
+        help="search: embed nothing more (a kept store's searcher vectors as they are)",
+    )
+    parser.add_argument(
+        "--persons",
+        default="",
+        help="FIRST:END: apply only these of the persons (to fill one store from several"
+        " processes, PostgreSQL; default all)",
+    )
     args = parser.parse_args()
     phases = set(args.only.split(","))
+    backends = set(args.backends.split(","))
     persons = max(1, round(1000 * args.scale))
+    if args.background_sources:
+        per_person, claims = 2 * max(1, args.background_sources // persons), False
+    else:
+        per_person, claims = 1000, True
 
     print(f"$ python benchmarks/postgres.py {' '.join(sys.argv[1:])}".rstrip())
     print(f"load before: {load()}")
     with (
         tempfile.TemporaryDirectory() as tmp,
-        postgres_database(args.dsn, args.keep) as (pg_dsn, origin),
+        contextlib.ExitStack() as stack,
     ):
         from tests.pg_server import with_schema
 
-        print(f"PostgreSQL: {origin}")
+        pg_dsn = ""
+        if "PostgreSQL" in backends:
+            pg_dsn, origin = stack.enter_context(
+                postgres_database(args.dsn, args.keep, args.pg_database)
+            )
+            print(f"PostgreSQL: {origin}")
+        sqlite_dir = Path(args.sqlite_dir or tmp)
+        sqlite_dir.mkdir(parents=True, exist_ok=True)
         stores = {
-            "SQLite": lambda name: str(Path(tmp) / f"{name}.db"),
+            "SQLite": lambda name: str(sqlite_dir / f"{name}.db"),
             "PostgreSQL": lambda name: with_schema(pg_dsn, name),
         }
+        stores = {backend: store for backend, store in stores.items() if backend in backends}
         if "apply" in phases or "search" in phases:
             for backend, store in stores.items():
                 target = store("big")
                 if "apply" in phases:
-                    records, took = phase_apply(target, persons, 1000)
+                    first, _, end = args.persons.partition(":")
+                    chosen = range(int(first or 0), int(end or persons))
+                    records, took = phase_apply(target, chosen, per_person, claims)
                     print(
-                        f"apply   {backend:10} {records:,} records, {persons:,} persons:"
+                        f"apply   {backend:10} {records:,} records, {len(chosen):,} persons:"
                         f" {took:.1f} s, {records / took:,.0f} records/s"
                     )
                 if "search" in phases:
-                    res = phase_search(target, args.search_sources, args.queries)
+                    res = phase_search(target, args.search_sources, args.queries, not args.no_embed)
                     lex, hyb = res["lexical"], res["hybrid"]
+                    if not args.queries:
+                        continue
                     print(
                         f"search  {backend:10} 1 person, {res['applied']:,} records"
-                        f" ({args.search_sources:,} sources, {res['embedded']:,} embeddings"
-                        f" in {res['embed_s']:.0f} s) among {persons:,} other persons:"
+                        f" ({args.search_sources:,} sources, {res['vectors']:,} embeddings,"
+                        f" {res['embedded']:,} made in {res['embed_s']:.0f} s)"
+                        f" among {persons:,} other persons,"
+                        f" {res['sources']:,} sources in all:"
                         f" lexical p50 {1000 * statistics.median(lex):.1f} ms"
                         f" p95 {1000 * pct(lex, 0.95):.1f} ms;"
                         f" hybrid first {1000 * res['hybrid_first_s']:.0f} ms,"

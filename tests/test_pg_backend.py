@@ -23,6 +23,7 @@ from tests.conftest import sam_acme
 from zkr import MemoryDb
 from zkr.cli import dispatch, run
 from zkr.errors import StorageError
+from zkr.store.pg.schema import UNSCOPED_TABLES
 
 CORPUS = [
     "Sam works at Acme as a welder",
@@ -109,7 +110,7 @@ def test_every_key_and_index_leads_with_the_scope(pg_dsn: str) -> None:
     tables = {table for table, *_ in rows}
     assert {"sources", "evidence", "claims", "memory_commits", "memory_export_events"} <= tables
     for table, index, _unique, columns in rows:
-        if table in ("zkr_embedder", "zkr_pg_meta"):
+        if table in UNSCOPED_TABLES:
             continue  # one row per store: zkr's local-model record, the layout version
         if index == "zkr_fts_terms":
             continue  # GIN over scope-tagged lexemes (zkr.store.pg.search)

@@ -15,6 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.pg_server import with_schema
 from zkr import MemoryDb
 
@@ -118,3 +120,31 @@ def test_the_distribution_document_names_every_table(pg_dsn: str) -> None:
     assert reference == set(columns) - person_tables, (
         "docs/postgres.md's create_reference_table calls do not match the store-wide tables"
     )
+
+
+def test_the_layout_names_its_unscoped_tables(pg_dsn: str) -> None:
+    """``UNSCOPED_TABLES`` (the tables whose upserts on ``id`` the adapter leaves unscoped) is
+    exactly the catalogue's tables without ``person_id``."""
+    from zkr.store.pg.schema import UNSCOPED_TABLES
+
+    columns: dict[str, list[str]] = layout(pg_dsn)["columns"]
+    assert {t for t, cols in columns.items() if "person_id" not in cols} == UNSCOPED_TABLES
+
+
+def test_an_upsert_on_id_is_scoped_except_into_an_unscoped_table() -> None:
+    pytest.importorskip("psycopg")  # the adapter's module (the postgres extra)
+    from zkr.store.pg.adapter import translate
+
+    scoped = translate(
+        "INSERT INTO profile_entries (id, tenant_id, person_id, key) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (id) DO UPDATE SET key = excluded.key"
+    )
+    assert scoped.endswith(
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, person_id, id)"
+        " DO UPDATE SET key = excluded.key"
+    )
+    store_wide = translate(
+        "INSERT INTO zkr_embedder (id, model) VALUES (1, ?)\n"
+        "ON CONFLICT (id) DO UPDATE SET model = excluded.model"
+    )
+    assert "ON CONFLICT (id) DO UPDATE" in store_wide

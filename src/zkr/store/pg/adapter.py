@@ -9,9 +9,10 @@ The store modules hold the rules once, as SQLite-dialect SQL run through
   ``json_extract(X, '$.a')`` becomes ``X::json #>> '{a}'``, ``json_group_array`` ``json_agg``,
   ``unixepoch()`` the transaction's epoch second, ``lower(hex(randomblob(16)))`` a random
   UUID's hex, ``COLLATE BINARY`` ``COLLATE "C"``, ``BEGIN IMMEDIATE`` ``BEGIN``; an upsert on a
-  row's id conflicts on ``(tenant_id, person_id, id)`` (ids are unique per scope here, see
-  :mod:`zkr.store.pg.schema`). ``PRAGMA`` statements (SQLite's page cache, ``secure_delete``,
-  checkpoints) are answered without reaching the server.
+  row's id conflicts on ``(tenant_id, person_id, id)`` (ids are unique per scope here), except
+  into the tables :data:`zkr.store.pg.schema.UNSCOPED_TABLES` names. ``PRAGMA`` statements
+  (SQLite's page cache, ``secure_delete``, checkpoints) are answered without reaching the
+  server.
 * **Parameters** are bound client-side (psycopg's ``ClientCursor``), so an untyped ``?`` takes
   its type from where it stands as it does in SQLite; a Python ``bool`` is sent as 0/1.
 * **Results** come back as SQLite returns them: ``numeric`` (PostgreSQL's ``sum`` of integers)
@@ -40,6 +41,8 @@ from typing import Any
 
 import psycopg
 from psycopg.adapt import Loader
+
+from zkr.store.pg.schema import UNSCOPED_TABLES
 
 # psycopg logs what it ignores while closing a failed pipeline ("error ignored terminating
 # <psycopg.Pipeline …>"), after the error the adapter raises anyway. With no logging configured,
@@ -195,13 +198,13 @@ _REWRITES: tuple[tuple[re.Pattern[str], Any], ...] = (
     ),
     (re.compile(r"\bmain\."), ""),
     # ids are unique per scope (zkr.store.pg.schema): an upsert on an id is an upsert on the
-    # scoped key; zkr_embedder (zkr.store.embedconfig) is one row per store, with no scope
+    # scoped key, except into the tables the layout keeps without a scope (zkr_embedder)
     (
-        re.compile(r"\bON CONFLICT \(id\)"),
+        re.compile(r"\b(INSERT\s+INTO\s+(\w+)\b.*?)\bON CONFLICT \(id\)", re.S),
         lambda m: (
             m.group(0)
-            if "INSERT INTO zkr_embedder" in m.string
-            else "ON CONFLICT (tenant_id, person_id, id)"
+            if m.group(2) in UNSCOPED_TABLES
+            else m.group(1) + "ON CONFLICT (tenant_id, person_id, id)"
         ),
     ),
 )

@@ -162,6 +162,13 @@ TABLES: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS zkr_pg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
 )
 
+UNSCOPED_TABLES: frozenset[str] = frozenset({"zkr_embedder", "zkr_pg_meta"})
+"""The tables of :data:`TABLES` without a ``(tenant_id, person_id)`` scope: store-wide rows
+(reference tables under Citus, docs/postgres.md). Every other table's keys lead with the scope,
+so its ``id`` is unique only within a scope; the adapter scopes an upsert on ``id`` for every
+table but these (:mod:`zkr.store.pg.adapter`). ``tests/test_postgres_schema.py`` checks this
+set against a fresh store's catalogue."""
+
 # The dense lane's mark per person (zkr.store.dense.cache.state): every transaction writing a
 # row of one of changes.LANE_TABLES sets its scope's mark to a new value of one sequence (never
 # reused, so "the mark is what it was" means "nobody wrote this person's lane inputs since").

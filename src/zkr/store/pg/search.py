@@ -26,9 +26,10 @@ lock, in one short transaction). Every table leads with ``(tenant_id, person_id)
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zkr.store.eligibility import live_source
@@ -93,6 +94,18 @@ END $$""",
 )
 
 
+def _packed(conn: PgConnection, sql: str, params: Any) -> list[list[Any]]:
+    """The rows of ``sql``, a query answering one JSON array of row arrays (``json_agg``):
+    decoded at once, where psycopg would load each value of each row in Python."""
+    row = conn.execute_native(sql, params).fetchone()
+    return json.loads(row[0]) if row else []
+
+
+def _json(value: Any) -> str:
+    """``value`` as JSON text for a ``%s::json`` parameter (UTF-8 as is)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 def _lexeme(term: str) -> bool:
     return len(term.encode("utf-8")) <= MAX_LEXEME_BYTES
 
@@ -131,11 +144,13 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
     scope = [tenant_id, person_id]
     done = 0
     while True:
-        rows = conn.execute_native(
-            "SELECT seq, kind, target FROM zkr_search_queue"
-            " WHERE tenant_id = %s AND person_id = %s ORDER BY seq LIMIT %s",
+        rows = _packed(
+            conn,
+            "SELECT coalesce(json_agg(json_build_array(seq, kind, target) ORDER BY seq), '[]')"
+            "::text FROM (SELECT seq, kind, target FROM zkr_search_queue"
+            " WHERE tenant_id = %s AND person_id = %s ORDER BY seq LIMIT %s) AS q",
             [*scope, DRAIN_BATCH],
-        ).fetchall()
+        )
         if not rows:
             return done
         order: dict[tuple[str, str], None] = {}
@@ -149,18 +164,20 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
         for kind, sql in (
             (
                 "source",
-                "SELECT id, content FROM sources WHERE tenant_id = %s AND person_id = %s"
+                "SELECT coalesce(json_agg(json_build_array(id, content)), '[]')::text"
+                " FROM sources WHERE tenant_id = %s AND person_id = %s"
                 f" AND id = ANY(%s) AND {live_source('')}",
             ),
             (
                 "claim",
-                "SELECT id, subject || ' ' || predicate || ' ' || value FROM claims"
+                "SELECT coalesce(json_agg(json_build_array(id,"
+                " subject || ' ' || predicate || ' ' || value)), '[]')::text FROM claims"
                 " WHERE tenant_id = %s AND person_id = %s AND id = ANY(%s)",
             ),
         ):
             ids = [target for k, target in keys if k == kind]
             if ids:
-                for rid, text in conn.execute_native(sql, [*scope, ids]).fetchall():
+                for rid, text in _packed(conn, sql, [*scope, ids]):
                     texts[(kind, rid)] = text
         _insert(conn, scope, [(key, texts[key]) for key in keys if key in texts], old, stats)
         stats.write(conn)
@@ -186,13 +203,15 @@ class _Stats:
         self.total += sign * len(tagged)
 
     def write(self, conn: PgConnection) -> None:
-        changed = [(*self.scope, term, n) for term, n in self.terms.items() if n]
-        if changed:
-            conn.raw_executemany(
+        changed = [[term, n] for term, n in self.terms.items() if n]
+        if changed:  # one statement, the rows as one JSON value (see _insert)
+            conn.execute_native(
                 "INSERT INTO zkr_search_terms (tenant_id, person_id, term, docs)"
-                " VALUES (%s, %s, %s, %s) ON CONFLICT (tenant_id, person_id, term)"
+                " SELECT %s, %s, r.term, r.docs"
+                " FROM json_to_recordset(%s::json) AS r(term text, docs bigint)"
+                " ON CONFLICT (tenant_id, person_id, term)"
                 " DO UPDATE SET docs = zkr_search_terms.docs + excluded.docs",
-                changed,
+                [*self.scope, _json([{"term": t, "docs": n} for t, n in changed])],
             )
         gone = [term for term, n in self.terms.items() if n < 0]
         if gone:
@@ -258,8 +277,7 @@ def _insert(
     assert row is not None
     next_id = {"source": int(row[0]), "claim": int(row[1])}
     tag = scope_tag(*scope)
-    fts_rows: list[tuple[Any, ...]] = []
-    map_rows: list[tuple[Any, ...]] = []
+    rows: list[dict[str, Any]] = []
     for (kind, target), text in docs:
         terms = document_terms(text)
         if not terms:
@@ -271,19 +289,19 @@ def _insert(
             doc = next_id[kind]
             next_id[kind] += 1
         lexemes = sorted({t for t in tagged if _lexeme(t)})
-        fts_rows.append((*scope, doc, kind, target, body, lexemes))
-        map_rows.append((*scope, kind, target, doc))
+        rows.append({"doc": doc, "kind": kind, "target": target, "body": body, "terms": lexemes})
         stats.add(body, 1)
-    if fts_rows:
-        conn.raw_executemany(
-            "INSERT INTO zkr_fts (tenant_id, person_id, doc, kind, target, body, terms)"
-            " VALUES (%s, %s, %s, %s, %s, %s, array_to_tsvector(%s::text[]))",
-            fts_rows,
-        )
-        conn.raw_executemany(
-            "INSERT INTO zkr_search_map (tenant_id, person_id, kind, target, doc)"
-            " VALUES (%s, %s, %s, %s, %s)",
-            map_rows,
+    if rows:
+        # one statement for both tables, the rows as one JSON value: psycopg would adapt
+        # every value of an executemany in Python (most of a drain's time before)
+        conn.execute_native(
+            "WITH r AS (SELECT * FROM json_to_recordset(%(rows)s::json)"
+            "   AS r(doc bigint, kind text, target text, body text, terms text[])),"
+            " m AS (INSERT INTO zkr_search_map (tenant_id, person_id, kind, target, doc)"
+            "   SELECT %(t)s, %(p)s, kind, target, doc FROM r)"
+            " INSERT INTO zkr_fts (tenant_id, person_id, doc, kind, target, body, terms)"
+            " SELECT %(t)s, %(p)s, doc, kind, target, body, array_to_tsvector(terms) FROM r",
+            {"t": scope[0], "p": scope[1], "rows": _json(rows)},
         )
     conn.execute_native(
         "UPDATE zkr_search_scopes SET next_source = %s, next_claim = %s"
@@ -297,7 +315,14 @@ def _insert(
 
 class PgIndex:
     """The lexical lane's reads (:class:`zkr.store.lexical.SqliteIndex` on SQLite) for one
-    scope: statistics, scored matches in a document range, bodies, neighbours."""
+    scope: statistics, scored matches in a document range, bodies, neighbours.
+
+    Matched documents come back as one JSON value per query (``json_agg``, decoded at once):
+    psycopg loads each value of a result in Python here, and a round of matches is a thousand
+    rows. The matched documents' kind, target and body are kept (``_found``), so resolving them
+    afterwards reads nothing more. bm25 is computed here from each body, with FTS5's formula and
+    evaluation order (the scores are the SQLite lane's to the last bit).
+    """
 
     def __init__(self, conn: PgConnection, tenant_id: str, person_id: str) -> None:
         self.conn = conn
@@ -305,6 +330,7 @@ class PgIndex:
         self.docs = 0
         self.avg_length = 0.0
         self.df: dict[str, int] = {}
+        self._found: dict[int, tuple[str, str, str]] = {}
 
     def stats(self, tag: str) -> tuple[int, int]:
         """The scope's documents and total terms."""
@@ -327,22 +353,49 @@ class PgIndex:
         self.df.update({term: int(docs) for term, docs in rows})
         return {term: int(docs) for term, docs in rows}
 
-    def _bm25(self, terms: Sequence[str], body: str) -> float:
-        """FTS5's bm25 value (negative: lower is better) of one body for ``terms``."""
-        counts = Counter(body.split())
-        length = sum(counts.values())
-        score = 0.0
+    def _scorer(self, terms: Sequence[str]) -> Callable[[str], float]:
+        """FTS5's bm25 value (negative: lower is better) of a body for ``terms``: the per-term
+        idf drawn once, then per body only its term counts and length (the same operations, in
+        the same order, as FTS5)."""
+        weights: list[tuple[str, float]] = []
         for term in terms:
-            tf = counts.get(term, 0)
-            if not tf:
-                continue
             hits = self.df.get(term, 0)
             idf = math.log((self.docs - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            denominator = tf + K1 * (1 - B + B * length / self.avg_length)
-            score += idf * (tf * (K1 + 1)) / denominator
-        return -score
+            weights.append((term, 1e-6 if idf <= 0.0 else idf))
+        avg_length = self.avg_length
+
+        def bm25(body: str) -> float:
+            words = body.split()
+            length = len(words)
+            score = 0.0
+            for term, idf in weights:
+                tf = words.count(term)
+                if not tf:
+                    continue
+                denominator = tf + K1 * (1 - B + B * length / avg_length)
+                score += idf * (tf * (K1 + 1)) / denominator
+            return -score
+
+        return bm25
+
+    def _matches(self, where: str, params: list[Any], limit: int | None) -> list[list[Any]]:
+        """``[doc, kind, target, body]`` of the scope's documents matching ``where``, newest
+        first (at most ``limit``), as one JSON value; kept for :meth:`resolve`."""
+        sql = (
+            "SELECT coalesce(json_agg(json_build_array(doc, kind, target, body)"
+            " ORDER BY doc DESC), '[]')::text FROM (SELECT doc, kind, target, body FROM zkr_fts"
+            " WHERE tenant_id = %s AND person_id = %s AND "
+            + where
+            + " ORDER BY doc DESC"
+            + ("" if limit is None else " LIMIT %s")
+            + ") AS hits"
+        )
+        values = [*self.scope, *params, *([] if limit is None else [limit])]
+        rows = _packed(self.conn, sql, values)
+        found = self._found
+        for doc, kind, target, body in rows:
+            found[doc] = (kind, target, body)
+        return rows
 
     def scored(
         self, terms: Sequence[str], lo: int, hi: int, n: int | None
@@ -352,13 +405,9 @@ class PgIndex:
         query = tsquery(terms)
         if not query:
             return []
-        limit = "" if n is None else " LIMIT %s"
-        rows = self.conn.execute_native(
-            "SELECT doc, body FROM zkr_fts WHERE tenant_id = %s AND person_id = %s"
-            " AND terms @@ %s::tsquery AND doc BETWEEN %s AND %s ORDER BY doc DESC" + limit,
-            [*self.scope, query, lo, hi, *([] if n is None else [n])],
-        ).fetchall()
-        return [(int(doc), self._bm25(terms, body)) for doc, body in rows]
+        rows = self._matches("terms @@ %s::tsquery AND doc BETWEEN %s AND %s", [query, lo, hi], n)
+        bm25 = self._scorer(terms)
+        return [(row[0], bm25(row[3])) for row in rows]
 
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         """How many documents in ``[lo, hi]`` hold ``term`` (counting stops at ``n``)."""
@@ -386,13 +435,13 @@ class PgIndex:
         return [int(row[0]) for row in rows]
 
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
-        """(doc, kind, target id, body) of each listed document."""
-        rows = self.conn.execute_native(
-            "SELECT doc, kind, target, body FROM zkr_fts WHERE tenant_id = %s"
-            " AND person_id = %s AND doc = ANY(%s)",
-            [*self.scope, list(docs)],
-        ).fetchall()
-        return [(int(d), k, t, b) for d, k, t, b in rows]
+        """(doc, kind, target id, body) of each listed document (those a match returned are
+        known already)."""
+        found = self._found
+        missing = [doc for doc in docs if doc not in found]
+        if missing:
+            self._matches("doc = ANY(%s)", [missing], None)
+        return [(doc, *found[doc]) for doc in docs if doc in found]
 
     def neighbours(self, docs: Sequence[int], width: int, span: int) -> list[tuple[int, list[int]]]:
         """For each of ``docs``: the ``width`` source documents of the scope on each side of it
