@@ -23,7 +23,7 @@ from tests.conftest import sam_acme
 from zkr import MemoryDb
 from zkr.cli import dispatch, run
 from zkr.errors import StorageError
-from zkr.store.pg.schema import UNSCOPED_TABLES
+from zkr.store.pg.schema import ID_INDEXED, UNSCOPED_TABLES
 
 CORPUS = [
     "Sam works at Acme as a welder",
@@ -114,6 +114,9 @@ def test_every_key_and_index_leads_with_the_scope(pg_dsn: str) -> None:
             continue  # one row per store: zkr's local-model record, the layout version
         if index == "zkr_fts_terms":
             continue  # GIN over scope-tagged lexemes (zkr.store.pg.search)
+        if index in {f"zkr_{name}_id" for name in ID_INDEXED}:
+            assert not _unique and columns == ["id"]  # apply's cross-person id check
+            continue
         assert list(columns[:2]) == ["tenant_id", "person_id"], (table, index, columns)
 
 
@@ -387,7 +390,7 @@ def test_a_layout_1_store_gets_the_lane_mark(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as raw:
         layout = raw.execute("SELECT value FROM zkr_pg_meta WHERE key = 'layout'").fetchone()
         marks = raw.execute("SELECT person_id FROM zkr_lane_marks").fetchall()
-    assert layout == ("3",) and marks == [("p",)]
+    assert layout == ("4",) and marks == [("p",)]
 
 
 def test_an_unreachable_server_is_a_storage_error() -> None:

@@ -19,6 +19,7 @@ import pytest
 
 from tests.pg_server import with_schema
 from zkr import MemoryDb
+from zkr.store.pg.schema import ID_INDEXED
 
 SCOPE = ["tenant_id", "person_id"]
 DOC = Path(__file__).resolve().parent.parent / "docs" / "postgres.md"
@@ -79,6 +80,9 @@ def documented() -> tuple[set[str], set[str]]:
     return distributed, reference
 
 
+ID_INDEX_NAMES = {f"zkr_{table}_id" for table in ID_INDEXED}
+
+
 def test_every_key_of_a_person_table_leads_with_the_scope(pg_dsn: str) -> None:
     found = layout(pg_dsn)
     columns: dict[str, list[str]] = found["columns"]
@@ -92,7 +96,11 @@ def test_every_key_of_a_person_table_leads_with_the_scope(pg_dsn: str) -> None:
         where = f"{table}.{index} ({method}: {', '.join(cols)})"
         if primary:
             keyed.add(table)
-        if unique or primary or method == "btree":
+        if index in ID_INDEX_NAMES:
+            # apply's cross-person id check (pg/schema.py ID_INDEX_DDL): not unique, so a
+            # distributed table may hold it; each shard answers from its own index
+            assert not unique and list(cols) == ["id"], where
+        elif unique or primary or method == "btree":
             # a unique key must contain the distribution column; ours also lead with the
             # scope, so every lookup and range scan stays inside one person's rows
             assert list(cols[:2]) == SCOPE, f"{where} does not lead with (tenant_id, person_id)"
@@ -148,3 +156,22 @@ def test_an_upsert_on_id_is_scoped_except_into_an_unscoped_table() -> None:
         "ON CONFLICT (id) DO UPDATE SET model = excluded.model"
     )
     assert "ON CONFLICT (id) DO UPDATE" in store_wide
+
+
+def test_the_cross_person_id_check_reads_an_index_not_the_table(pg_dsn: str) -> None:
+    """apply asks every scope for a batch's new ids (pg/schema.py ID_INDEX_DDL): each of those
+    questions must be answerable from an index, or apply slows with the store's size."""
+    import psycopg
+
+    layout(pg_dsn)
+    dsn = with_schema(pg_dsn, SCHEMA)
+    with psycopg.connect(dsn) as conn:
+        conn.execute("SET enable_seqscan = off")  # tiny tables: ask whether an index serves
+        for table in ID_INDEXED:
+            for sql in (
+                f"SELECT id FROM {table} WHERE id IN ('a', 'b')",
+                f"SELECT 1 FROM {table} WHERE id = 'a' AND NOT (tenant_id = 't' AND"
+                " person_id = 'p')",
+            ):
+                plan = "\n".join(row[0] for row in conn.execute("EXPLAIN " + sql).fetchall())
+                assert f"zkr_{table}_id" in plan, (sql, plan)

@@ -46,10 +46,10 @@ from zkr.store import changes, schema as sqlite_schema
 if TYPE_CHECKING:
     from zkr.store.pg.adapter import PgConnection
 
-LAYOUT = "3"
+LAYOUT = "4"
 """The version of this layout, in ``zkr_pg_meta``; a newer one is refused, an older one is
 brought up to this one (every statement is idempotent; 2 added the lane mark, 3 the vector
-copies)."""
+copies, 4 the id indexes of :data:`ID_INDEX_DDL`)."""
 
 T = 'TEXT COLLATE "C" NOT NULL'
 TN = 'TEXT COLLATE "C"'
@@ -258,6 +258,20 @@ END $$""",
     " FOR EACH STATEMENT EXECUTE FUNCTION zkr_vectors_drop()",
 )
 
+# apply's cross-person id check (docs/decisions-sync.md §3, docs/postgres.md "Operating
+# notes"): ids are global primary keys in the SQLite layout, so apply refuses a new record
+# whose id another person's row holds, and asks every scope for the batch's new ids
+# (zkr.store.apply_batch: `SELECT id FROM sources WHERE id IN (…)`, `taken`). Every key of the
+# layout leads with the scope, so without these that question reads the whole table: apply
+# slowed with the store's size (a sequential scan per request at ~350,000 sources). They are
+# the only indexes not led by the scope; on Citus each shard answers from its own index.
+ID_INDEXED: tuple[str, ...] = ("sources", "evidence", "claims", "profile_entries", "daily_reviews")
+"""The tables whose ids apply looks up across scopes."""
+
+ID_INDEX_DDL: tuple[str, ...] = tuple(
+    f"CREATE INDEX IF NOT EXISTS zkr_{table}_id ON {table} (id)" for table in ID_INDEXED
+)
+
 # A JSON check usable in a trigger (PostgreSQL 15 has no json_valid).
 _HELPERS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION zkr_json_valid(doc text) RETURNS boolean
@@ -337,6 +351,7 @@ def statements() -> list[str]:
         *SEARCH_DDL,
         *LANE_MARK_DDL,
         *VECTOR_COPY_DDL,
+        *ID_INDEX_DDL,
     ]
 
 
