@@ -37,8 +37,6 @@ Scores are SQLite doubles and every order has a total tie-break, so a search is 
 for a given database state.
 """
 
-from __future__ import annotations
-
 import json
 import sqlite3
 from collections import Counter
@@ -112,7 +110,7 @@ def plan_query(
     tenant_id: str,
     person_id: str,
     query: str,
-    index: Index | None = None,
+    index: "Index | None" = None,
 ) -> QueryPlan:
     """Terms, their weights and the informative ones, from the scope's statistics."""
     terms, _ = query_terms(query)
