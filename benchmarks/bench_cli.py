@@ -5,7 +5,8 @@ Each command is run ``--runs`` times as one ``zkr`` process per call, the way a 
 profile facts) built in-process first. Every call gets a different, valid request (a new text
 to remember, another source to delete, the next export page, …), so no call repeats the
 previous one's work. It prints p50 / p95 / min wall time per command, measured from spawning
-the process to its exit with the whole answer read, plus the bare interpreter for scale and
+the process to its exit with the whole answer read, and the p50 CPU time of the process (user
++ system: less sensitive to other jobs than wall time), plus the bare interpreter for scale and
 the machine's load (``os.getloadavg``).
 
 Run it with the interpreter of the install you want to measure; the CLI is that
@@ -28,6 +29,7 @@ import json
 import os
 import platform
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -126,22 +128,27 @@ def apply_batches(path: str, batches: int, rng: random.Random) -> list[dict[str,
     return requests
 
 
-def call_ms(zkr: list[str], db: str, command: str, request: dict[str, Any]) -> float:
+def call_ms(zkr: list[str], db: str, command: str, request: dict[str, Any]) -> tuple[float, float]:
+    """Wall and CPU (user + system of the child) milliseconds of one call."""
     payload = json.dumps(request).encode()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([*zkr, "--db", db, command], input=payload, capture_output=True)
     elapsed = (time.perf_counter() - start) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"{command} failed: {proc.stderr.decode()}")
-    return elapsed
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return elapsed, cpu * 1000
 
 
-def row(label: str, times: list[float]) -> str:
-    ordered = sorted(times)
+def row(label: str, calls: list[tuple[float, float]]) -> str:
+    ordered = sorted(wall for wall, _ in calls)
     p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    cpu = statistics.median(c for _, c in calls)
     return (
-        f"{label:<28}p50 {statistics.median(ordered):6.1f} ms   p95 {p95:6.1f} ms"
-        f"   min {ordered[0]:6.1f} ms   (n={len(ordered)})"
+        f"{label:<24}p50 {statistics.median(ordered):6.1f} ms  p95 {p95:6.1f} ms"
+        f"  min {ordered[0]:6.1f} ms  CPU p50 {cpu:6.1f} ms  (n={len(ordered)})"
     )
 
 
@@ -165,9 +172,9 @@ def main() -> None:
         MemoryDb.open(applied).close()
         batches = apply_batches(str(Path(tmp) / "feed.db"), runs, rng)
         n = len(store.sources)
-        hwm = model.encode(
-            MemoryDb.open(db).export(model.ExportRequest(T, P, 1, 0, -1, None, 1))
-        )["high_water_mark"]
+        hwm = model.encode(MemoryDb.open(db).export(model.ExportRequest(T, P, 1, 0, -1, None, 1)))[
+            "high_water_mark"
+        ]
         scope = {"tenant_id": T, "person_id": P}
         now = 10**9
         deleted = store.sources[n // 2 : n // 2 + runs]
@@ -259,9 +266,12 @@ def main() -> None:
         ]
         floor = []
         for _ in range(runs):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             subprocess.run([sys.executable, "-c", "pass"], check=True)
-            floor.append((time.perf_counter() - start) * 1000)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+            floor.append(((time.perf_counter() - start) * 1000, cpu * 1000))
         results = []
         for label, command, requests in plan:
             target = applied if command == "apply" else db
