@@ -134,3 +134,87 @@ def test_known_cycles_are_still_cycles(known: list[str] | None) -> None:
     if known is None:
         return
     assert frozenset(known) in set(cycles(import_graph()))
+
+
+# --------------------------------------------------------------------------- CLI start-up
+
+# One CLI call in a fresh interpreter, through the real entry point, reporting what it loaded
+# and every source text it compiled (audit event ``compile``). A ``typing.NamedTuple`` with
+# string annotations (``from __future__ import annotations``) compiles each one, and the first
+# ``compile()`` of a process builds CPython's AST types: about 2 ms of a CLI call.
+_PROBE = """
+import io, json, sys
+compiled = []
+sys.addaudithook(lambda event, args: compiled.append(args[0]) if event == "compile" else None)
+path, command, request = sys.argv[1:4]
+sys.argv = ["zkr", "--db", path, command]
+sys.stdin = io.TextIOWrapper(io.BytesIO(request.encode()))
+from zkr.entry import main
+status = main()
+sources = [s.decode() if isinstance(s, bytes) else str(s) for s in compiled]
+print(json.dumps({"status": status, "modules": sorted(sys.modules), "compiled": sources}))
+"""
+
+# Modules no one-shot call of these commands needs: dataclasses (it imports inspect, ast, dis,
+# tokenize: about 10 ms), the extras, numpy (hybrid search only).
+_NEVER = ("dataclasses", "inspect", "ast", "numpy", "mcp", "psycopg", "onnxruntime", "tqdm")
+# command -> modules its own path must not load on top of _NEVER
+_NOT_FOR = {
+    "search": ("hashlib", "zkr.store.dense", "zkr.store.fusion", "zkr.model.sync"),
+    "get": ("hashlib", "zkr.store.lexical", "zkr.store.search_index", "Stemmer"),
+    "remember": ("zkr.store.lexical", "zkr.store.retrieval", "Stemmer"),
+    "export": ("hashlib", "zkr.model.remember", "zkr.store.write", "zkr.store.lexical"),
+}
+
+
+def _cli_call(path: str, command: str, request: dict[str, object]) -> dict[str, object]:
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", _PROBE, path, command, json.dumps(request)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    report: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["status"] == 0, proc.stderr
+    return report
+
+
+@pytest.mark.parametrize("command", sorted(_NOT_FOR))
+def test_a_one_shot_cli_call_loads_only_what_its_command_needs(
+    tmp_path: Path, command: str
+) -> None:
+    from zkr import MemoryDb
+    from zkr.model import RememberRequest, SourceKind
+
+    path = str(tmp_path / "m.db")
+    with MemoryDb.open(path) as db:  # created and migrated beforehand, as an agent's file is
+        stored = db.remember(
+            RememberRequest("t", "p", SourceKind.CONVERSATION, "tea with Ana in Lisbon", 1, 1)
+        )
+    scope = {"tenant_id": "t", "person_id": "p"}
+    requests: dict[str, dict[str, object]] = {
+        "search": {**scope, "query": "tea in Lisbon"},
+        "get": {**scope, "target": {"kind": "source", "id": stored.source_id}},
+        "remember": {
+            **scope,
+            "kind": "conversation",
+            "text": "coffee with Bo",
+            "captured_at": 2,
+            "recorded_at": 2,
+        },
+        "export": {**scope, "export_format": 1, "limit": 50},
+    }
+    report = _cli_call(path, command, requests[command])
+    modules = set(report["modules"])  # type: ignore[call-overload]
+    assert "zkr.store.db" in modules  # the call did reach the store
+    loaded = sorted(
+        m for m in modules if m.split(".")[0] in _NEVER or m in _NEVER + _NOT_FOR[command]
+    )
+    assert not loaded, f"zkr --db PATH {command} imported {loaded}"
+    # collections.namedtuple compiles its constructor (``lambda _cls, …``); nothing else may be
+    compiled = [s for s in report["compiled"] if not s.startswith("lambda _cls")]  # type: ignore[attr-defined]
+    assert not compiled, f"zkr --db PATH {command} compiled {compiled}"

@@ -6,8 +6,6 @@ decodes and validates it, then opens (creating and migrating) PATH, runs the com
 Any failure prints ``{"error": MESSAGE}`` on stderr and exits 1.
 """
 
-from __future__ import annotations
-
 import io
 import sys
 from collections.abc import Callable

@@ -28,7 +28,6 @@ source and as its evidence (two vectors of the same text) from filling two place
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from zkr.model import Target, TargetKind
 
@@ -37,11 +36,13 @@ def _column(alias: str, name: str) -> str:
     return f"{alias}.{name}" if alias else name
 
 
-@dataclass(frozen=True)
 class _Columns:
     """Names columns of one alias (``""``: bare names)."""
 
-    alias: str
+    __slots__ = ("alias",)
+
+    def __init__(self, alias: str) -> None:
+        self.alias = alias
 
     def __call__(self, name: str) -> str:
         return _column(self.alias, name)
@@ -194,14 +195,16 @@ SCOPE_LINKS_OF_SQL = (
 )
 
 
-@dataclass
 class Support:
     """What the supporting links of eligible capture rows say, keyed by capture id (a source
     id or an evidence id): the claims that count for it, and whether it has any supporting
-    link at all (to a claim in any state)."""
+    link at all (to a claim in any state). Starts empty."""
 
-    claims: dict[str, set[str]] = field(default_factory=dict)
-    linked: set[str] = field(default_factory=set)
+    __slots__ = ("claims", "linked")
+
+    def __init__(self) -> None:
+        self.claims: dict[str, set[str]] = {}
+        self.linked: set[str] = set()
 
     def add(self, capture_id: str, claim_id: str | None, counts: object) -> None:
         """Record one link row: ``claim_id`` None for evidence without supporting links;

@@ -13,8 +13,6 @@ naming the setting instead of silently searching another model's space; ``ZKR_EM
 searches lexically. A database without the row never loads or imports anything.
 """
 
-from __future__ import annotations
-
 import os
 import sqlite3
 from typing import NamedTuple

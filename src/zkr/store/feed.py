@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from zkr import model
 from zkr.codec import canonical
 from zkr.errors import StorageError
 from zkr.model import (
     ClaimKind,
-    Locator,
     ProcessingState,
     Relation,
     SourceKind,
@@ -36,6 +36,9 @@ from zkr.model import (
     Tier,
 )
 from zkr.store.driver import is_postgres
+
+if TYPE_CHECKING:  # the remember family is loaded only when a locator is read (``export``)
+    from zkr.model import Locator
 
 RECORD_LIMIT = 1_048_576
 """Largest canonical payload of one record, in UTF-8 bytes (exactly 1 MiB is allowed)."""
@@ -374,7 +377,7 @@ def read_locator(
     ).fetchone()
     if row is None:
         return None
-    return Locator(
+    return model.Locator(
         row[0],
         row[1],
         row[2],

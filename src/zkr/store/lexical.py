@@ -39,8 +39,6 @@ only (its text, the targets it stands for, its neighbours) is kept on the connec
 file changes (:class:`_Cache`), so later searches skip those reads; the ranking is the same.
 """
 
-from __future__ import annotations
-
 import json
 import sqlite3
 from collections import Counter
@@ -115,7 +113,7 @@ def plan_query(
     tenant_id: str,
     person_id: str,
     query: str,
-    index: Index | None = None,
+    index: "Index | None" = None,
 ) -> QueryPlan:
     """Terms, their weights and the informative ones, from the scope's statistics."""
     terms, _ = query_terms(query)

@@ -15,17 +15,13 @@ Everything here raises :class:`~zkr.errors.RequestError` (a parse error: the mes
 of the contract, spec/sync.md §1.3) and touches no database.
 """
 
-from __future__ import annotations
-
-import hashlib
-from dataclasses import dataclass
 from typing import Any
 
-from zkr.codec import U64_MAX, Fields, canonical, expect_int, expect_str
+from zkr import model
+from zkr.codec import U64_MAX, Fields, canonical, expect_int, expect_str, sha256_tagged
 from zkr.errors import RequestError
 from zkr.model import (
     ClaimKind,
-    Locator,
     ProcessingState,
     Relation,
     SourceKind,
@@ -107,7 +103,7 @@ def _evidence(f: Fields) -> Record:
         source_revision=e.u64("source_revision"),
         quote=e.string("quote"),
         recorded_at=e.i64("recorded_at"),
-        locator=None if locator is None else Locator.from_json(locator),
+        locator=None if locator is None else model.Locator.from_json(locator),
         deleted_at=f.opt_i64("deleted_at"),
     )
     if byte_range is not None:
@@ -253,7 +249,7 @@ def canonical_payload(record: Record) -> str:
 
 def hash_payload(payload: str) -> str:
     """``sha256:`` + 64 lowercase hex digits of the UTF-8 bytes of a canonical payload."""
-    return "sha256:" + hashlib.sha256(payload.encode("utf-8")).hexdigest()
+    return sha256_tagged(payload)
 
 
 def payload_hash(record: Record) -> str:
@@ -339,27 +335,40 @@ __all__ = [
 # --------------------------------------------------------------------------- commits of a request
 
 
-@dataclass(frozen=True, slots=True)
 class Event:
-    """One parsed record of a commit with its ledger key."""
+    """One parsed record of a commit with its ledger key (``index``: its place in the commit)."""
 
-    index: int
-    record: Record
-    kind: str
-    record_id: str
-    payload: str
-    payload_hash: str
+    __slots__ = ("index", "kind", "payload", "payload_hash", "record", "record_id")
+
+    def __init__(
+        self, index: int, record: Record, kind: str, record_id: str, payload: str, hash_: str
+    ) -> None:
+        self.index = index
+        self.record = record
+        self.kind = kind
+        self.record_id = record_id
+        self.payload = payload
+        self.payload_hash = hash_
 
 
-@dataclass(frozen=True, slots=True)
 class Commit:
     """One parsed commit of an apply request (the shape of an export page's commit)."""
 
-    sequence: int
-    recorded_at: int
-    event_count: int
-    first_event_index: int
-    events: tuple[Event, ...]
+    __slots__ = ("event_count", "events", "first_event_index", "recorded_at", "sequence")
+
+    def __init__(
+        self,
+        sequence: int,
+        recorded_at: int,
+        event_count: int,
+        first_event_index: int,
+        events: tuple[Event, ...],
+    ) -> None:
+        self.sequence = sequence
+        self.recorded_at = recorded_at
+        self.event_count = event_count
+        self.first_event_index = first_event_index
+        self.events = events
 
 
 def parse_commit(value: Any) -> Commit:

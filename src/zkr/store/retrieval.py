@@ -36,8 +36,6 @@ from zkr.store.eligibility import (
     SOURCE_CITATION,
     VISIBLE_CLAIM,
 )
-from zkr.store.lexical import lexical_search
-from zkr.store.search_index import ensure_current
 from zkr.text import bounded_limit, cap_excerpt, require_scope, require_text
 
 FULL_RELEVANCE = 10_000
@@ -48,6 +46,10 @@ RRF_OFFSET = 61  # k = 60 with 1-based ranks; ranks here are 0-based
 def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     """Run one search (read-only). Raises ``InvalidInput`` for blank scope/query or a bad
     query embedding, ``NotFound`` if a ranked target cannot be materialised."""
+    # the lexical lane (terms, stems, zkr's index) is imported here: ``get`` does not need it
+    from zkr.store.lexical import lexical_search
+    from zkr.store.search_index import ensure_current
+
     require_scope(req.tenant_id, req.person_id)
     require_text(req.query, "query")
     limit = bounded_limit(req.limit)

@@ -7,8 +7,6 @@ non-null ``ingestion_key`` makes the call idempotent per scope: a replay with th
 returns the original ids and writes nothing.
 """
 
-from __future__ import annotations
-
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
