@@ -58,7 +58,7 @@ def connect(dsn: str) -> PgConnection:
     except sqlite3.Error as exc:
         raise StorageError(f"unable to open database: {exc}") from None
     try:
-        schema.ensure_schema(conn)
+        schema.ensure_schema(conn, adapter.translate)
     except ZkrError:
         conn.close()
         raise

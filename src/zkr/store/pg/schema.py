@@ -44,7 +44,12 @@ from zkr.errors import SchemaTooNew
 from zkr.store import changes, schema as sqlite_schema
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from zkr.store.pg.adapter import PgConnection
+
+    Translate = Callable[[str], str]
+    """A store statement's PostgreSQL form (:func:`zkr.store.pg.adapter.translate`)."""
 
 LAYOUT = "4"
 """The version of this layout, in ``zkr_pg_meta``; a newer one is refused, an older one is
@@ -291,20 +296,20 @@ _SQLITE_TRIGGER = re.compile(
 )
 
 
-def _condition(sqlite_condition: str) -> str:
+def _condition(sqlite_condition: str, translate: Translate) -> str:
     """A SQLite trigger condition as a PL/pgSQL boolean expression."""
-    from zkr.store.pg.adapter import translate
-
     text = sqlite_condition.replace("json_valid(", "zkr_json_valid(").replace(
         " ELSE 1 END", " ELSE true END"
     )
     return translate(text).replace("%%", "%")
 
 
-def trigger_functions(sqlite_triggers: tuple[str, ...]) -> list[str]:
+def trigger_functions(sqlite_triggers: tuple[str, ...], translate: Translate) -> list[str]:
     """The PL/pgSQL form of SQLite's ``RAISE(ABORT, message)`` triggers (spec/storage.md §3):
     one function and one ``BEFORE`` row trigger each, raising the same message as an
-    integrity violation (SQLSTATE 23000)."""
+    integrity violation (SQLSTATE 23000). ``translate``: the adapter's statement translation
+    (:func:`zkr.store.pg.adapter.translate`, passed in so the layout does not import the
+    adapter, which asks the layout for :data:`UNSCOPED_TABLES`)."""
     statements: list[str] = []
     for sql in sqlite_triggers:
         match = _SQLITE_TRIGGER.fullmatch(sql)
@@ -314,7 +319,7 @@ def trigger_functions(sqlite_triggers: tuple[str, ...]) -> list[str]:
         statements.append(
             f"""CREATE OR REPLACE FUNCTION {name}_fn() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF ({_condition(condition)}) THEN
+    IF ({_condition(condition, translate)}) THEN
         RAISE EXCEPTION '{message}' USING ERRCODE = '23000';
     END IF;
     RETURN NEW;
@@ -340,14 +345,15 @@ def _spec_triggers() -> tuple[str, ...]:
     )
 
 
-def statements() -> list[str]:
-    """Every statement that creates the layout (idempotent), in order."""
+def statements(translate: Translate) -> list[str]:
+    """Every statement that creates the layout (idempotent), in order (``translate``: see
+    :func:`trigger_functions`)."""
     from zkr.store.pg.search import SEARCH_DDL
 
     return [
         *TABLES,
         *_HELPERS,
-        *trigger_functions(_spec_triggers()),
+        *trigger_functions(_spec_triggers(), translate),
         *SEARCH_DDL,
         *LANE_MARK_DDL,
         *VECTOR_COPY_DDL,
@@ -355,7 +361,7 @@ def statements() -> list[str]:
     ]
 
 
-def ensure_schema(conn: PgConnection) -> None:
+def ensure_schema(conn: PgConnection, translate: Translate) -> None:
     """Create the store in the session's schema unless ``zkr_pg_meta`` says it is there.
 
     Raises :class:`~zkr.errors.SchemaTooNew` for a store of a newer layout; driver errors as
@@ -376,7 +382,7 @@ def ensure_schema(conn: PgConnection) -> None:
     try:
         conn.execute_native("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ["zkr-ddl"])
         conn.execute_native(f"CREATE SCHEMA IF NOT EXISTS {_ident(conn.schema)}")
-        for sql in statements():
+        for sql in statements(translate):
             conn.execute_native(sql)
         conn.execute_native(
             "INSERT INTO zkr_pg_meta (key, value) VALUES ('layout', %s)"
