@@ -67,6 +67,19 @@ def test_db_help_does_not_create_the_file(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_a_command_s_own_help_flag_prints_its_help(tmp_path: Path, flag: str) -> None:
+    path = tmp_path / "never.db"
+    expected = cli(None, argv=["help", "search"]).stdout
+    assert expected.startswith("zkr --db PATH search:")
+    for argv in (["search", flag], ["--db", str(path), "search", flag]):
+        result = cli(None, argv=argv)
+        assert (result.code, result.stdout, result.stderr) == (0, expected, ""), argv
+    assert not path.exists()
+    unknown = cli(None, argv=["--db", str(path), "nosuch", flag])
+    assert unknown.code == 1 and "unknown command" in unknown.stderr and not path.exists()
+
+
 @pytest.mark.parametrize(
     "argv",
     [

@@ -266,6 +266,10 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         return _command_help(argv[1], stdout, stderr)
     if len(argv) == 4 and argv[0] == "--db" and argv[2] == "help":  # PATH is not opened
         return _command_help(argv[3], stdout, stderr)
+    if argv[-1] in ("--help", "-h") and (
+        len(argv) == 2 or (len(argv) == 4 and argv[0] == "--db")
+    ):  # zkr COMMAND --help, zkr --db PATH COMMAND --help: PATH is not opened
+        return _command_help(argv[-2], stdout, stderr)
     if argv == ["--version"]:
         from zkr import __version__
 
