@@ -258,7 +258,9 @@ def phase_search(target: str, sources: int, queries: int, embed: bool = True) ->
     out: dict[str, Any] = {}
     with MemoryDb.open(target) as db:
         started = time.perf_counter()
-        out["applied"] = apply_person(db, person, groups[:1])
+        held = dispatch(db, "export", {**scope, "export_format": 1, "limit": 1})["commits"]
+        # a kept store whose searcher an older run applied (other ids) keeps it as it is
+        out["applied"] = 0 if held else apply_person(db, person, groups[:1])
         if out["applied"]:  # else a kept store (--sqlite-dir, --pg-database) already holds it
             # (the feed's ids are the person's every time, so a kept store's first group replays)
             out["applied"] += apply_person(db, person, groups[1:])
