@@ -310,6 +310,9 @@ def phase_search(target: str, sources: int, queries: int, embed: bool = True) ->
             return took
 
         out["sources"] = db.conn.execute("SELECT count(*) FROM sources").fetchone()[0]
+        out["own_sources"] = db.conn.execute(
+            "SELECT count(*) FROM sources WHERE tenant_id = ? AND person_id = ?", (TENANT, person)
+        ).fetchone()[0]
         out["vectors"] = db.conn.execute(
             "SELECT count(*) FROM embeddings WHERE tenant_id = ? AND person_id = ?",
             (TENANT, person),
@@ -499,7 +502,7 @@ def main() -> int:
                         continue
                     print(
                         f"search  {backend:10} 1 person, {res['applied']:,} records"
-                        f" ({args.search_sources:,} sources, {res['vectors']:,} embeddings,"
+                        f" ({res['own_sources']:,} sources, {res['vectors']:,} embeddings,"
                         f" {res['embedded']:,} made in {res['embed_s']:.0f} s)"
                         f" among {persons:,} other persons,"
                         f" {res['sources']:,} sources in all:"
