@@ -54,6 +54,7 @@ NORM_CHUNK = 4096
 """Columns whose norms are computed together."""
 
 TRANSPOSE = 256
+"""Vectors transposed into the block together."""
 
 META_BATCH = 8192
 """Rows whose small columns are rendered as JSON together."""
@@ -65,7 +66,6 @@ per 384-d row, next to the filling block)."""
 VECTOR_READ_CACHE_KIB = 2048
 """SQLite's page cache while the vectors are read (each page once; the refresh's larger cache
 is for the rows' seeks, :data:`zkr.store.dense.blocks.READ_CACHE_KIB`)."""
-"""Vectors transposed into the block together."""
 
 
 def _input_hash_ok(text: object, input_hash: object) -> int:
