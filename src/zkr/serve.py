@@ -145,8 +145,13 @@ class FileWatch:
 
     ``path`` is stat-ed once at construction (right after the database was opened); a path
     that is not a regular file (a PostgreSQL DSN, say) is not watched. :meth:`problem` costs
-    one ``os.stat``; once it has found the file gone or replaced, :attr:`lost` keeps its
-    message.
+    one ``os.stat`` of the file and one of its write-ahead log; once it has found either gone or
+    replaced, :attr:`lost` keeps its message.
+
+    The log (``PATH-wal``) is watched the same way from the first check that finds it: the
+    server's connection keeps it open, so SQLite never removes it under a running server, but
+    ``rm PATH-wal`` would leave the server committing to the unlinked log, acknowledged writes
+    that no other process sees and that are gone when the server dies.
     """
 
     def __init__(self, path: str, server: str = "zkr serve") -> None:
@@ -154,12 +159,14 @@ class FileWatch:
         self.server = server  # named in the message: what to restart
         self.lost: str | None = None
         self.identity: tuple[int, int] | None = None
+        self.log_identity: tuple[int, int] | None = None  # PATH-wal, once seen
         try:
             info = os.stat(self.path)
         except (OSError, ValueError):
             return
         if stat.S_ISREG(info.st_mode):
             self.identity = (info.st_dev, info.st_ino)
+            self._log_problem()
 
     def problem(self) -> str | None:
         """``None`` while ``path`` is still the opened file; else the error message."""
@@ -172,12 +179,29 @@ class FileWatch:
             what = "deleted"
         except OSError as exc:
             what = f"made unreadable ({exc.strerror or exc})"
+        name = f"database file {self.path}"
+        if what is None and (what := self._log_problem()) is not None:
+            name = f"write-ahead log {self.path}-wal"
         if what is not None:
             self.lost = (
-                f"database file {self.path} was {what} while {self.server} had it open;"
+                f"{name} was {what} while {self.server} had it open;"
                 f" nothing more is read or written through the old file: restart {self.server}"
             )
         return self.lost
+
+    def _log_problem(self) -> str | None:
+        """``None`` while ``PATH-wal`` is absent and was never seen, or is the log first seen;
+        else how it went (``deleted``, ``replaced``)."""
+        try:
+            info = os.stat(self.path + "-wal")
+        except FileNotFoundError:
+            return None if self.log_identity is None else "deleted"
+        except OSError as exc:
+            return f"made unreadable ({exc.strerror or exc})"
+        if self.log_identity is None:
+            self.log_identity = (info.st_dev, info.st_ino)
+            return None
+        return None if (info.st_dev, info.st_ino) == self.log_identity else "replaced"
 
 
 def answer(database: MemoryDb, line: bytes, watch: FileWatch | None = None) -> str:
