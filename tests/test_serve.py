@@ -445,6 +445,25 @@ def test_a_write_ahead_log_deleted_under_the_server_is_refused(
     assert found["items"] == []
 
 
+def test_a_shared_memory_index_deleted_under_the_server_is_refused(
+    server: Server, db_path: str
+) -> None:
+    """``rm PATH-shm``: a new process builds a second index of the same log, and the server's
+    writes (or its closing checkpoint through the old index) overwrote that process's commits.
+    The server refuses its next request and exits 1 without closing the connection, and both
+    the server's earlier write and the other process's write stand (newcomer finding)."""
+    assert server.ok("remember", sam_acme())["source_id"]
+    Path(db_path + "-shm").unlink()
+    other = {**sam_acme(), "text": "Kim lives in Porto", "claim": None}
+    assert cli(db_path, "remember", other).json()["source_id"]
+    response = server.call("remember", {**sam_acme(), "text": "Sam moved to Lisbon"})
+    assert "shared-memory index" in response["error"] and response["id"] == server.next_id
+    assert server.proc.wait(timeout=30) == 1
+    for query, found in (("Porto", 1), ("Acme", 1), ("Lisbon", 0)):
+        pack = cli(db_path, "search", {"tenant_id": T, "person_id": P, "query": query}).json()
+        assert len(pack["items"]) == found, query
+
+
 def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:
     """In process: :class:`FileWatch` refuses a request once the file is gone, reads included,
     and keeps refusing (a new file at the path does not bring the old connection back)."""
