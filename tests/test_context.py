@@ -169,3 +169,22 @@ def test_a_small_budget_carries_the_top_memory_and_says_what_it_left_out(
     else:
         assert block.text == ""
     assert len(block.text.encode()) <= budget
+
+
+def test_lengthening_a_cut_line_keeps_its_citation_whole(db: MemoryDb) -> None:
+    """Budgets just above the compact top line: the budget left over lengthens the line's
+    text, never by cutting into its citation (at 92 bytes it read ``[cla…``, at 126 the claim
+    id lost its last character; newcomer finding)."""
+    job = remember(
+        db, "family 👨‍👩‍👧‍👦 emoji", claim=("Sam", "p3", "👨‍👩‍👧‍👦 family emoji ZWJ sequence")
+    )
+    item = build_context(db, T, P, "family", max_bytes=4000).items[0]
+    whole = f"[claim {job.claim_id}; evidence {job.evidence_id}]"
+    short = f"[claim {job.claim_id}]"
+    assert item.memory.id == job.claim_id
+    for budget in range(300):
+        block = build_context(db, T, P, "family", max_bytes=budget)
+        assert len(block.text.encode()) <= budget
+        for line in block.text.splitlines():
+            if line.startswith("- "):
+                assert line.endswith((whole, short)), (budget, line)

@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.conftest import cli, dump, sam_acme
+from tests.conftest import P, T, cli, dump, sam_acme
 from zkr import MemoryDb
 from zkr.cli import REQUEST_LIMIT
 from zkr.serve import LINE_LIMIT, FileWatch, answer
@@ -423,6 +423,45 @@ def test_a_file_deleted_or_replaced_under_the_server_is_refused(
         assert not Path(db_path).exists()
     else:
         assert dump(db_path) == before  # the file now at the path never saw the write
+
+
+def test_a_write_ahead_log_deleted_under_the_server_is_refused(
+    server: Server, db_path: str
+) -> None:
+    """``rm PATH-wal`` alone: the server would commit to the unlinked log (acknowledged, unseen
+    by other processes, gone when the server is killed). It refuses the next request instead
+    and exits 1, and the late write is nowhere (newcomer finding)."""
+    assert server.ok("remember", sam_acme())["source_id"]
+    Path(db_path + "-wal").unlink()
+    write = {**sam_acme(), "text": "Sam moved to Lisbon", "ingestion_key": "late"}
+    response = server.call("remember", write)
+    message = (
+        f"write-ahead log {Path(db_path).resolve()}-wal was deleted while zkr serve had it"
+        " open; nothing more is read or written through the old file: restart zkr serve"
+    )
+    assert response == {"error": message, "id": server.next_id}
+    assert server.proc.wait(timeout=30) == 1
+    found = cli(db_path, "search", {"tenant_id": T, "person_id": P, "query": "Lisbon"}).json()
+    assert found["items"] == []
+
+
+def test_a_shared_memory_index_deleted_under_the_server_is_refused(
+    server: Server, db_path: str
+) -> None:
+    """``rm PATH-shm``: a new process builds a second index of the same log, and the server's
+    writes (or its closing checkpoint through the old index) overwrote that process's commits.
+    The server refuses its next request and exits 1 without closing the connection, and both
+    the server's earlier write and the other process's write stand (newcomer finding)."""
+    assert server.ok("remember", sam_acme())["source_id"]
+    Path(db_path + "-shm").unlink()
+    other = {**sam_acme(), "text": "Kim lives in Porto", "claim": None}
+    assert cli(db_path, "remember", other).json()["source_id"]
+    response = server.call("remember", {**sam_acme(), "text": "Sam moved to Lisbon"})
+    assert "shared-memory index" in response["error"] and response["id"] == server.next_id
+    assert server.proc.wait(timeout=30) == 1
+    for query, found in (("Porto", 1), ("Acme", 1), ("Lisbon", 0)):
+        pack = cli(db_path, "search", {"tenant_id": T, "person_id": P, "query": query}).json()
+        assert len(pack["items"]) == found, query
 
 
 def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:

@@ -231,9 +231,12 @@ def _choose(
             continue
         body, citation = sections[key[0]].candidates[key[1]].body, citations[key]
         size = len(chosen[key].encode("utf-8"))
-        line = _line(body, citation, size + budget - used)
+        cap = size + budget - used
+        line = _line(body, citation, cap)
+        if not line.endswith(citation):  # _line cuts a tight line's citation: keep it whole
+            line = _cut_line(body, citation, cap)
         grown = len(line.encode("utf-8"))
-        if grown > size:
+        if size < grown <= cap:
             used += grown - size
             chosen[key] = line
     return chosen, compact

@@ -140,13 +140,22 @@ def run_command(database: MemoryDb, command: str, request: Any) -> Any:
         raise RequestError("request nesting is too deep") from None
 
 
+SIDE_FILES = {"-wal": "write-ahead log", "-shm": "shared-memory index"}  # SQLite's, WAL mode
+
+
 class FileWatch:
     """The database file a server opened, by device and inode, checked around each request.
 
     ``path`` is stat-ed once at construction (right after the database was opened); a path
     that is not a regular file (a PostgreSQL DSN, say) is not watched. :meth:`problem` costs
-    one ``os.stat``; once it has found the file gone or replaced, :attr:`lost` keeps its
-    message.
+    three ``os.stat`` (the file, its write-ahead log and its shared-memory index); once it has
+    found one gone or replaced, :attr:`lost` keeps its message.
+
+    ``PATH-wal`` and ``PATH-shm`` are watched the same way from the first check that finds them:
+    the server's connection keeps them open, so SQLite never removes them under a running
+    server. ``rm PATH-wal`` would leave the server committing to the unlinked log (acknowledged
+    writes that no other process sees, gone when the server dies); after ``rm PATH-shm`` the
+    server and a new process keep two indexes of one log and overwrite each other's commits.
     """
 
     def __init__(self, path: str, server: str = "zkr serve") -> None:
@@ -154,12 +163,15 @@ class FileWatch:
         self.server = server  # named in the message: what to restart
         self.lost: str | None = None
         self.identity: tuple[int, int] | None = None
+        self.side_identity: dict[str, tuple[int, int]] = {}  # PATH-wal, PATH-shm once seen
         try:
             info = os.stat(self.path)
         except (OSError, ValueError):
             return
         if stat.S_ISREG(info.st_mode):
             self.identity = (info.st_dev, info.st_ino)
+            for suffix in SIDE_FILES:
+                self._side_problem(suffix)
 
     def problem(self) -> str | None:
         """``None`` while ``path`` is still the opened file; else the error message."""
@@ -172,12 +184,31 @@ class FileWatch:
             what = "deleted"
         except OSError as exc:
             what = f"made unreadable ({exc.strerror or exc})"
+        name = f"database file {self.path}"
+        for suffix, kind in SIDE_FILES.items():
+            if what is None and (what := self._side_problem(suffix)) is not None:
+                name = f"{kind} {self.path}{suffix}"
         if what is not None:
             self.lost = (
-                f"database file {self.path} was {what} while {self.server} had it open;"
+                f"{name} was {what} while {self.server} had it open;"
                 f" nothing more is read or written through the old file: restart {self.server}"
             )
         return self.lost
+
+    def _side_problem(self, suffix: str) -> str | None:
+        """``None`` while ``PATH + suffix`` is absent and was never seen, or is the file first
+        seen; else how it went (``deleted``, ``replaced``)."""
+        known = self.side_identity.get(suffix)
+        try:
+            info = os.stat(self.path + suffix)
+        except FileNotFoundError:
+            return None if known is None else "deleted"
+        except OSError as exc:
+            return f"made unreadable ({exc.strerror or exc})"
+        if known is None:
+            self.side_identity[suffix] = (info.st_dev, info.st_ino)
+            return None
+        return None if (info.st_dev, info.st_ino) == known else "replaced"
 
 
 def answer(database: MemoryDb, line: bytes, watch: FileWatch | None = None) -> str:
@@ -331,11 +362,21 @@ def main(argv: list[str]) -> int:
     previous_wake = signal.set_wakeup_fd(wake_w)
     previous = {signum: signal.signal(signum, _Stop.handler) for signum in STOP_SIGNALS}
     try:
-        return serve(database, sys.stdin.buffer, sys.stdout, wake_r, watch)
+        status = serve(database, sys.stdin.buffer, sys.stdout, wake_r, watch)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         signal.set_wakeup_fd(previous_wake)
         os.close(wake_r)
         os.close(wake_w)
-        database.close()
+        if watch.lost is None:
+            database.close()
+    if watch.lost is not None:
+        # The file went: the connection must not be closed, here or at interpreter exit. Closing
+        # takes the last connection's checkpoint through the old log and index, then deletes
+        # PATH-wal by name: it would overwrite another process's commits (after rm PATH-shm) or
+        # delete the log of the file now at PATH (after a mv over it).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
