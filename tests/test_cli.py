@@ -67,6 +67,24 @@ def test_db_help_does_not_create_the_file(tmp_path: Path) -> None:
     assert not path.exists()
 
 
+@pytest.mark.parametrize(
+    ("argv", "start"),
+    [
+        (["--db", "{path}", "--help"], "zkr --db PATH COMMAND\n"),
+        (["--db", "{path}", "-h"], "zkr --db PATH COMMAND\n"),
+        (["serve", "--db", "{path}", "--help"], "usage: zkr serve --db PATH"),
+        (["import", "--db", "{path}", "--tenant", "t", "-h"], "zkr import: "),
+    ],
+)
+def test_help_among_a_mode_s_options_prints_its_help(
+    tmp_path: Path, argv: list[str], start: str
+) -> None:
+    path = tmp_path / "never.db"
+    result = cli(None, argv=[a.format(path=path) for a in argv])
+    assert result.code == 0 and result.stderr == "" and result.stdout.startswith(start)
+    assert not path.exists()
+
+
 @pytest.mark.parametrize("flag", ["--help", "-h"])
 def test_a_command_s_own_help_flag_prints_its_help(tmp_path: Path, flag: str) -> None:
     path = tmp_path / "never.db"

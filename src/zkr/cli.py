@@ -251,17 +251,19 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
     """Run one invocation; returns the exit status. Never raises for bad input."""
     if not argv or (len(argv) == 1 and argv[0] in ("help", "--help", "-h")):
         return respond(stdout, stderr, help_text())
+    # a mode's --help / -h anywhere among its options prints its help (nothing is opened)
+    asks_help = any(arg in ("--help", "-h") for arg in argv[1:])
     if argv and argv[0] in SERVERS:
         from importlib import import_module
 
         server_main: Callable[[list[str]], int] = import_module(SERVERS[argv[0]][0]).main
-        return server_main(argv[1:])
-    if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
+        return server_main(["--help"] if asks_help else argv[1:])
+    if len(argv) == 3 and argv[0] == "--db" and argv[2] in ("help", "--help", "-h"):
         return respond(stdout, stderr, help_text())
     if argv[0] == "import":  # its own flags and a file argument (zkr.importer)
         from zkr.importer import main as import_main
 
-        return import_main(argv[1:], stdout, stderr)
+        return import_main(["--help"] if asks_help else argv[1:], stdout, stderr)
     if len(argv) == 2 and argv[0] == "help":
         return _command_help(argv[1], stdout, stderr)
     if len(argv) == 4 and argv[0] == "--db" and argv[2] == "help":  # PATH is not opened
