@@ -70,8 +70,6 @@ def test_db_help_does_not_create_the_file(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("argv", "start"),
     [
-        (["--db", "{path}", "--help"], "zkr --db PATH COMMAND\n"),
-        (["--db", "{path}", "-h"], "zkr --db PATH COMMAND\n"),
         (["serve", "--db", "{path}", "--help"], "usage: zkr serve --db PATH"),
         (["import", "--db", "{path}", "--tenant", "t", "-h"], "zkr import: "),
     ],

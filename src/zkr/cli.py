@@ -258,7 +258,8 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
 
         server_main: Callable[[list[str]], int] = import_module(SERVERS[argv[0]][0]).main
         return server_main(["--help"] if asks_help else argv[1:])
-    if len(argv) == 3 and argv[0] == "--db" and argv[2] in ("help", "--help", "-h"):
+    # (`--db PATH --help` stays an unknown command: spec/cli.md, the reference's contract)
+    if len(argv) == 3 and argv[0] == "--db" and argv[2] == "help":
         return respond(stdout, stderr, help_text())
     if argv[0] == "import":  # its own flags and a file argument (zkr.importer)
         from zkr.importer import main as import_main
