@@ -287,3 +287,37 @@ def test_a_deleted_file_is_a_tool_error(db_path: str) -> None:
         (block,) = result.content
         assert "was deleted while zkr mcp had it open; nothing more" in block.text
     assert not Path(db_path).exists()
+
+
+def test_a_shared_memory_index_deleted_under_the_server_loses_no_other_write(
+    db_path: str,
+) -> None:
+    """As for ``zkr serve``: after ``rm PATH-shm`` a new process builds a second index of the
+    same log; the server refuses its next call and, when its client goes, exits without closing
+    the connection (a close would checkpoint through the old index over the other process's
+    commit). Both the server's earlier write and the other process's write stand."""
+    from pathlib import Path
+
+    scope = {"tenant_id": "t1", "person_id": "p1"}
+
+    async def session() -> Any:
+        async with mcp.Client(_params(db_path, "--tenant", "t1", "--person", "p1")) as client:
+            _ok(await client.call_tool("remember", {"text": "Sam works at Acme"}))
+            Path(db_path + "-shm").unlink()
+            other = {
+                **scope,
+                "kind": "conversation",
+                "text": "Kim lives in Porto",
+                "captured_at": 20,
+                "recorded_at": 20,
+            }
+            assert cli(db_path, "remember", other).json()["source_id"]
+            return await client.call_tool("remember", {"text": "Sam moved to Lisbon"})
+
+    lost = asyncio.run(session())
+    assert lost.is_error
+    (block,) = lost.content
+    assert "shared-memory index" in block.text and "zkr mcp" in block.text
+    for query, found in (("Porto", 1), ("Acme", 1), ("Lisbon", 0)):
+        pack = cli(db_path, "search", {**scope, "query": query}).json()
+        assert len(pack["items"]) == found, query

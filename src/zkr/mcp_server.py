@@ -118,8 +118,10 @@ def main(argv: list[str]) -> int:
     import gc
 
     gc.enable()  # a long-lived process (zkr.entry switches the collector off for CLI calls)
+    watch = None
     try:
         server = mcp_tools.build_server(database, options.tenant, options.person)
+        watch = server.watch
         if options.http:
             server.run("streamable-http", host=options.host, port=options.port)
         else:
@@ -127,5 +129,13 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        database.close()
+        if watch is None or watch.lost is None:
+            database.close()
+    if watch is not None and watch.lost is not None:
+        # The file went (zkr.serve.FileWatch): the connection must not be closed, here or at
+        # interpreter exit, as in zkr serve: a close checkpoints through the old log and index
+        # (over another process's commits after rm PATH-shm) and deletes PATH-wal by name.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     return 0

@@ -87,7 +87,10 @@ def argument_error(tool: str, error: ValidationError) -> str:
 
 
 class _Server(MCPServer[Any]):
-    """The SDK's server, with short argument errors (:func:`argument_error`)."""
+    """The SDK's server, with short argument errors (:func:`argument_error`) and the
+    :class:`~zkr.serve.FileWatch` of its database (``watch``: set by :func:`build_server`)."""
+
+    watch: FileWatch | None = None
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
@@ -117,11 +120,11 @@ class DefaultClock:
 
 def build_server(
     db: MemoryDb, tenant_id: str, person_id: str, clock: Callable[[], int] | None = None
-) -> MCPServer[Any]:
+) -> _Server:
     """An MCP server whose tools act on ``db`` within one (tenant, person) scope."""
     now = clock or DefaultClock()
     scope = {"tenant_id": tenant_id, "person_id": person_id}
-    server: MCPServer[Any] = _Server(
+    server = _Server(
         "zkr",
         title="zkr memory",
         instructions=INSTRUCTIONS,
@@ -131,6 +134,7 @@ def build_server(
     read_only = ToolAnnotations(read_only_hint=True)
 
     watch = FileWatch(db.path, "zkr mcp")  # the file deleted or replaced under the server: refuse
+    server.watch = watch  # (zkr.mcp_server: a server that lost its file must not close it)
 
     def call(command: str, request: dict[str, Any]) -> Any:
         if (lost := watch.problem()) is not None:
