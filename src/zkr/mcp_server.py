@@ -129,13 +129,10 @@ def main(argv: list[str]) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        if watch is None or watch.lost is None:
+        if watch is None:
             database.close()
-    if watch is not None and watch.lost is not None:
-        # The file went (zkr.serve.FileWatch): the connection must not be closed, here or at
-        # interpreter exit, as in zkr serve: a close checkpoints through the old log and index
-        # (over another process's commits after rm PATH-shm) and deletes PATH-wal by name.
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+        else:
+            watch.close(database)  # not once the file was lost (zkr.serve.FileWatch.close)
+    if watch is not None:
+        watch.exit_if_lost(1)
     return 0

@@ -195,6 +195,26 @@ class FileWatch:
             )
         return self.lost
 
+    def close(self, database: MemoryDb) -> None:
+        """Close ``database`` at the end of a server, unless its file was lost.
+
+        A lost file's connection must not be closed, here or at interpreter exit: closing
+        takes the last connection's checkpoint through the old log and index, then deletes
+        ``PATH-wal`` by name, which would overwrite another process's commits (after ``rm
+        PATH-shm``) or delete the log of the file now at PATH (after a ``mv`` over it). The
+        server then ends with :meth:`exit_if_lost`.
+        """
+        if self.lost is None:
+            database.close()
+
+    def exit_if_lost(self, status: int) -> None:
+        """When the file was lost, end the process now with ``status`` (output flushed, the
+        connection left unclosed: :meth:`close`); else return."""
+        if self.lost is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+
     def _side_problem(self, suffix: str) -> str | None:
         """``None`` while ``PATH + suffix`` is absent and was never seen, or is the file first
         seen; else how it went (``deleted``, ``replaced``)."""
@@ -369,14 +389,6 @@ def main(argv: list[str]) -> int:
         signal.set_wakeup_fd(previous_wake)
         os.close(wake_r)
         os.close(wake_w)
-        if watch.lost is None:
-            database.close()
-    if watch.lost is not None:
-        # The file went: the connection must not be closed, here or at interpreter exit. Closing
-        # takes the last connection's checkpoint through the old log and index, then deletes
-        # PATH-wal by name: it would overwrite another process's commits (after rm PATH-shm) or
-        # delete the log of the file now at PATH (after a mv over it).
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+        watch.close(database)
+    watch.exit_if_lost(status)
     return status
