@@ -183,10 +183,12 @@ def build(path: Path, n: int, dim: int, seed: int) -> None:
         conn.execute("COMMIT")
 
 
-def set_copies(path: Path, dim: int, keep: bool) -> None:
+def set_copies(path: Path, dim: int, keep: bool, prime: bool = False) -> None:
     """Give every stored vector zkr's float32 copy, exactly as ``embed``/``embed-pending``
     keep it (``keep``), or drop every copy (a lane another writer filled, e.g. the
-    reference)."""
+    reference). ``prime``: then end as zkr's writer of that many rows ends (an
+    ``embed-pending`` drain, a handle that ``embed`` ed them closing): the lane's side files
+    brought up to date (:func:`zkr.store.priming.prime`), timed on stdout."""
     from zkr.store import changes
     from zkr.store.dense.decode import decode_texts
     from zkr.store.vectors import LaneConfig
@@ -218,6 +220,13 @@ def set_copies(path: Path, dim: int, keep: bool) -> None:
                             vec.astype("<f4").tobytes(),
                         )
         conn.execute("COMMIT")
+        if keep and prime:
+            from zkr.store.priming import prime as prime_lanes
+
+            written_at = conn.execute("SELECT max(created_at) FROM embeddings").fetchone()[0]
+            t0, c0 = time.perf_counter(), time.process_time()
+            prime_lanes(conn, [(T, P, MODEL, VERSION)], int(written_at))
+            print(json.dumps({"wall": time.perf_counter() - t0, "cpu": time.process_time() - c0}))
 
 
 def search_request(
@@ -402,6 +411,7 @@ def main() -> None:
     parser.add_argument(
         "--copies", nargs=3, metavar=("PATH", "DIM", "KEEP"), help=argparse.SUPPRESS
     )
+    parser.add_argument("--prime", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--embed-rows", nargs=4, metavar=("PATH", "DIM", "COUNT", "SEED"), help=argparse.SUPPRESS
     )
@@ -411,7 +421,7 @@ def main() -> None:
         embed_rows(path, int(dim), int(count), int(seed))
         return
     if args.copies:
-        set_copies(Path(args.copies[0]), int(args.copies[1]), args.copies[2] == "1")
+        set_copies(Path(args.copies[0]), int(args.copies[1]), args.copies[2] == "1", args.prime)
         return
     if args.build:
         build(Path(args.build[0]), int(args.build[1]), int(args.build[2]), int(args.build[1]))
@@ -521,8 +531,25 @@ def measure(path: Path, n: int, cache_dir: Path, args: argparse.Namespace, src: 
         shutil.rmtree(cache_dir, ignore_errors=True)
         wall, rss, _ = run_child(cli, env=base, stdin=request)
         print(
-            f"  CLI hybrid search, first call, lane written by zkr's embed (float32 copies,"
-            f" writes the vector file): {wall:.2f} s, peak RSS {rss:.0f} MiB"
+            f"  CLI hybrid search, first call, lane of zkr's copies without side files (its"
+            f" writer did not prime it, e.g. single-row CLI embeds; bulk build): {wall:.2f} s,"
+            f" peak RSS {rss:.0f} MiB"
+        )
+    # zkr.store.priming.prime exists from branch firstcall on
+    primes = src is None or (Path(src) / "zkr/store/priming.py").exists()
+    if keeps and primes:
+        shutil.rmtree(cache_dir, ignore_errors=True)
+        _, _, out = run_child([*copies, "1", "--prime"], env=base)
+        primed = json.loads(out)
+        print(
+            f"  zkr's writer ending (embed-pending drain, or a handle that embedded them"
+            f" closing) brings the side files up to date: {primed['wall']:.2f} s wall,"
+            f" {primed['cpu']:.2f} s CPU"
+        )
+        wall, rss, _ = run_child(cli, env=base, stdin=request)
+        print(
+            f"  CLI hybrid search, first call, lane written by zkr's embed (its writer primed"
+            f" the side files): {wall:.2f} s, peak RSS {rss:.0f} MiB"
         )
     walls = []
     for _ in range(3):

@@ -900,6 +900,52 @@ def test_vector_file_does_not_trust_rows_of_the_current_second(
         assert result[1]["items"][0]["memory"]["id"] == b.source_id
 
 
+def test_a_handle_that_embedded_a_lane_leaves_it_ready_when_it_closes(
+    db_path: str, vector_file: list[object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Closing a handle through which ``embed`` stored at least PRIME_AFTER rows of a lane
+    refreshes that lane's side files: a fresh process (every CLI call) then searches without
+    reading a vector of the lane; a row another writer rewrites afterwards is still found."""
+    from zkr.store import priming
+
+    monkeypatch.setattr(priming, "PRIME_AFTER", 4)
+    side = Path(db_path + ".zkr-vectors")
+    with MemoryDb.open(db_path) as db:
+        notes = [remember(db, f"note {i}") for i in range(5)]
+        for i, n in enumerate(notes[:2]):
+            embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+    assert not side.exists()  # 2 rows: left to the next search
+    with MemoryDb.open(db_path) as db:
+        for i, n in enumerate(notes[2:], start=2):
+            embed(db, "source", n.source_id, [math.cos(i), math.sin(i)])
+        embed(db, "source", notes[0].source_id, [0.0, 1.0])
+        assert vector_file == []
+    assert len(vector_file) == 5  # read once, by close, from the copies
+    assert len(list(side.glob("*.bin"))) == 1 and len(list(side.glob("*.lane"))) == 1
+    req = SearchRequest(T, P, "zzz", 5, QueryEmbedding([1.0, 0.0], M, V))
+    dense.clear_cache()
+    vector_file.clear()
+    with MemoryDb.open(db_path) as fresh:
+        first = check_against_reference(fresh, req)
+    assert vector_file == []  # no bulk build, no row read
+    assert [i["memory"]["id"] for i in first[1]["items"]][:2] == [
+        notes[1].source_id,
+        notes[0].source_id,
+    ]
+    # another writer (the reference, a hand edit) rewrites a row: found and patched
+    edit(
+        db_path,
+        "UPDATE embeddings SET vector = '[1.0,0.0]', created_at = unixepoch() - 5"
+        " WHERE target_id = ?",
+        (notes[2].source_id,),
+    )
+    dense.clear_cache()
+    with MemoryDb.open(db_path) as fresh:
+        result = check_against_reference(fresh, req)
+    assert len(vector_file) == 1
+    assert result[1]["items"][0]["memory"]["id"] == notes[2].source_id
+
+
 def test_vector_file_is_optional(
     db: MemoryDb, db_path: str, vector_file: list[object], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -384,10 +384,10 @@ def test_a_large_drain_leaves_the_lane_ready_for_a_fresh_process(
 ) -> None:
     """A drain that wrote many rows refreshes the lane's side files itself, from the copies it
     wrote: the next process searches without reading a vector of the lane."""
-    from zkr.store import embedpending, vectorfile
+    from zkr.store import priming, vectorfile
     from zkr.store.dense import blocks as dense_blocks, cache as dense_cache
 
-    monkeypatch.setattr(embedpending, "PRIME_AFTER", 1)
+    monkeypatch.setattr(priming, "PRIME_AFTER", 1)
     monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
     monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
     _fill(db_path)

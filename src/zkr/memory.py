@@ -20,6 +20,7 @@ import os
 import sqlite3
 from _thread import allocate_lock
 from collections.abc import Callable, Iterable
+from contextlib import suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
@@ -95,6 +96,10 @@ class MemoryDb:
         self._conn = conn
         self.path = path
         self._lock = _CallGuard()
+        # rows stored by embed per lane (tenant, person, model, version) and the latest
+        # created_at, for close (zkr.store.priming.prime)
+        self._embedded: dict[tuple[str, str, str, str], int] = {}
+        self._embedded_at = 0
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> MemoryDb:
@@ -142,10 +147,30 @@ class MemoryDb:
         return ScopedMemory(self, tenant_id, person_id)
 
     def close(self) -> None:
-        """Close the connection (waits for a call running in another thread)."""
+        """Close the connection (waits for a call running in another thread).
+
+        A handle through which :meth:`embed` stored at least
+        :data:`zkr.store.priming.PRIME_AFTER` rows of a lane first brings that lane's
+        search cache and side files up to date (:func:`zkr.store.priming.prime`: about a
+        second or two at 100k rows), so that the next search, every fresh CLI process
+        included, starts from them instead of reading the whole lane. That step is a cache:
+        when it fails (a read-only directory, a full disk) the file is closed all the same.
+        """
         with self._lock:
             if self._conn is not None:
+                self._prime_embedded()
                 self._conn.close()
+
+    def _prime_embedded(self) -> None:
+        from zkr.store import priming
+
+        lanes = [lane for lane, n in self._embedded.items() if n >= priming.PRIME_AFTER]
+        self._embedded = {}
+        if not lanes or self._conn is None:
+            return
+        # only a cache: when it cannot be written, the next search refreshes the lane
+        with suppress(sqlite3.Error, OSError):
+            priming.prime(self._conn, lanes, self._embedded_at)
 
     def __enter__(self) -> MemoryDb:
         return self
@@ -447,7 +472,11 @@ class MemoryDb:
         from zkr.store import embeddings
 
         with self._lock:
-            return embeddings.embed(self.conn, req)
+            result = embeddings.embed(self.conn, req)
+            lane = (req.tenant_id, req.person_id, req.embedding.model, req.embedding.version)
+            self._embedded[lane] = self._embedded.get(lane, 0) + 1
+            self._embedded_at = max(self._embedded_at, result.created_at)
+            return result
 
     def embed_pending(
         self,

@@ -23,7 +23,6 @@ drain; hosts run ``embed-pending`` after writes, on a timer, or (long-lived proc
 
 from __future__ import annotations
 
-import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from zkr.errors import InvalidInput
 from zkr.model import Distance, EmbedPendingResult, Normalization, ProjectionInput, quoted
-from zkr.store import changes
+from zkr.store import changes, priming
 from zkr.store.db import read_tx, write_tx
 from zkr.store.embedconfig import EmbedderConfig, record
 from zkr.store.embeddings import UPSERT_RETURNING_SQL, lane, pending_inputs, projection_input
@@ -93,6 +92,7 @@ def embed_pending(
     unique = list(by_text)
     embedded = skipped = done = 0
     touched: dict[tuple[str, str], int] = {}  # rows written per scope
+    written_at = 0  # the latest created_at written
     recorded = False
     step = max(1, batch)
     if progress is not None:
@@ -153,18 +153,23 @@ def embed_pending(
                             vector_bytes(vector),
                         )
                     embedded += 1
+                    written_at = max(written_at, int(written[1]))
                     touched[(tenant, person)] = touched.get((tenant, person), 0) + 1
         if progress is not None:
             progress(done, len(work))
     if not recorded and work == []:
         with lock, write_tx(conn):  # nothing pending: still record the lane (search turns hybrid)
             record(conn, EmbedderConfig(model, version, embedder.dimension, embedder.setting))
-    _prime(
+    # a large drain leaves the lane ready for the next search (priming.prime)
+    priming.prime(
         conn,
+        [
+            (t, p, model, version)
+            for (t, p), count in touched.items()
+            if count >= priming.PRIME_AFTER
+        ],
+        written_at,
         lock,
-        [scope for scope, count in touched.items() if count >= PRIME_AFTER],
-        model,
-        version,
     )
     return EmbedPendingResult(
         model,
@@ -176,32 +181,3 @@ def embed_pending(
         len(unique),
         round(time.perf_counter() - started, 3),
     )
-
-
-PRIME_AFTER = 256
-"""A drain that wrote at least this many rows of a scope brings that lane's search cache up
-to date before it returns (:func:`_prime`)."""
-
-
-def _prime(
-    conn: sqlite3.Connection,
-    lock: AbstractContextManager[object],
-    scopes: list[tuple[str, str]],
-    model: str,
-    version: str,
-) -> None:
-    """Refresh the dense lane of each scope (its side files included) now, from the float32
-    copies just written, so that the next search, in this process or a fresh one, starts
-    from them instead of reading the whole lane (a large drain costs model time far beyond
-    one refresh; a drain of a few rows leaves it to the next search)."""
-    if not scopes:
-        return
-    from zkr.store.dense import cache  # numpy: already loaded by the model's runtime
-
-    # Rows stamped with the current second are never trusted from a side file (a rewrite in
-    # the same second would keep created_at): let the clock pass it, so the files hold them all.
-    time.sleep(max(0.0, math.floor(time.time()) + 1.01 - time.time()))
-
-    for tenant, person in scopes:
-        with lock, read_tx(conn):
-            cache.state(conn, tenant, person, model, version)
