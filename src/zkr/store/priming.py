@@ -51,10 +51,12 @@ def prime(
     loaded, on PostgreSQL (no side files), for an in-memory file or with
     ``ZKR_VECTOR_CACHE=0``. Raises what a search's refresh raises (``sqlite3.Error``,
     ``OSError``)."""
+    todo = list(lanes)
+    if not todo or is_postgres(conn):
+        return
     from zkr.store import vectorfile  # numpy: only a writer of hundreds of rows gets here
 
-    todo = list(lanes)
-    if not todo or is_postgres(conn) or vectorfile.lane_path(conn, todo[0]) is None:
+    if vectorfile.lane_path(conn, todo[0]) is None:
         return
     from zkr.store.dense import cache
     from zkr.store.search_index import ensure_current
