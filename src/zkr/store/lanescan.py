@@ -39,7 +39,6 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from itertools import compress
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -69,8 +68,9 @@ of norm ≈ 1, no float32 sum, product or quotient of §5.3 can overflow or reac
 FORCE = False
 """Tests: take this path even in a process that already imported numpy."""
 MISSED: set[Path] = set()
-"""Vector files whose lane state was trusted but whose prefilter was missing or stale: the
-numpy search of this process writes it (:mod:`zkr.store.dense.prefilter`)."""
+"""Vector files of lanes this path could not answer: the numpy search of this process that
+follows writes the files it reads for the lane state it leaves (:mod:`zkr.store.dense.prefilter`),
+so that the next process answers without numpy."""
 
 _F32 = struct.Struct("<f")
 _U32 = struct.Struct("<I")
@@ -437,6 +437,22 @@ def scored(
     mark = changes.mark(conn)
     if path is None or mark is None:
         return None
+    MISSED.add(path)  # unless answered here: the numpy search brings these files up to date
+    found = _trusted(conn, scope, path, mark, vec, count, lexical)
+    if found is not None:
+        MISSED.discard(path)
+    return found
+
+
+def _trusted(
+    conn: Any,
+    scope: tuple[str, str, str, str],
+    path: Path,
+    mark: changes.Mark,
+    vec: Sequence[float],
+    count: int,
+    lexical: Sequence[Target],
+) -> list[tuple[Target, float]] | None:
     # the lane state is trusted as zkr.store.dense.cache trusts it (sidefiles.load_state,
     # then cache._untouched): of the log's generation, not ahead of it, its vector file and
     # overlay those it names, nothing logged since touching the lane
@@ -470,10 +486,7 @@ def scored(
         return None
     index = read_index(sidepaths.prefilter_path(path), scope, lane)
     rows = read_rows(sidepaths.rows_path(path), scope, lane.token, config)
-    if index is None or rows is None:
-        MISSED.add(path)
-        return None
-    if not index.usable:
+    if index is None or not index.usable or rows is None:
         return None
     q_norm = query_norm(vec)
     if q_norm == 0:
@@ -518,7 +531,7 @@ def _search(
         if found is None:
             return None
         exact = {block.columns + c: score for c, score in zip(live, found, strict=True)}
-    columns = _within_reach(scores, exact, index, count)
+    columns = _within_reach(simsimd, scores, exact, index, count)
     if columns is None:
         return None
     todo = [c for c in columns if c not in exact]
@@ -526,8 +539,8 @@ def _search(
     if found is None:
         return None
     for column, score in zip(todo, found, strict=True):
-        if abs(score - scores[column]) > BOUND:
-            return None  # the bound failed: let numpy answer
+        if not abs(score - scores[column]) <= BOUND:
+            return None  # the bound failed (or a fast score is NaN): let numpy answer
         exact[column] = score
     best: dict[int, tuple[int, float]] = {}
     for column in columns:
@@ -549,11 +562,10 @@ def _search(
 
 
 def _within_reach(
-    scores: memoryview[float], exact: dict[int, float], index: Index, count: int
+    simsimd: Any, scores: memoryview[float], exact: dict[int, float], index: Index, count: int
 ) -> list[int] | None:
     """Columns whose exact score can reach the first ``count`` targets' (module docstring):
     ``scores`` are the vector file's fast scores, ``exact`` the overlay's exact ones."""
-    total = len(scores)
     position_of = index.position_of
     sample: list[float] = sorted(scores[::16].tolist(), reverse=True)
     wanted = count * 3 // 2 + 32
@@ -562,9 +574,7 @@ def _within_reach(
     while True:
         place = wanted // 16
         floor = float(sample[place]) if place < len(sample) else lowest
-        above = [
-            c for c in compress(range(total), map(floor.__le__, scores)) if position_of[c] >= 0
-        ]
+        above = _live(_at_least(simsimd, scores, floor), position_of)
         ordered = sorted(
             [(scores[c], c) for c in above] + [(s, c) for c, s in exact.items() if s >= floor],
             reverse=True,
@@ -580,14 +590,32 @@ def _within_reach(
             break
         wanted *= 4
     if reach < floor:
-        above = [
-            c for c in compress(range(total), map(reach.__le__, scores)) if position_of[c] >= 0
-        ]
+        above = _live(_at_least(simsimd, scores, reach), position_of)
     else:
         above = [c for c in above if scores[c] >= reach]
     if len(above) > MAX_RESCORED:
         return None
     return above + [c for c, s in exact.items() if s >= reach]
+
+
+_AT_LEAST = bytes([1] * 128 + [0] * 128)  # a double's top byte: sign bit clear -> 1
+
+
+def _at_least(simsimd: Any, scores: memoryview[float], floor: float) -> Iterable[int]:
+    """The places of ``scores`` (doubles) that are ``>= floor``: the sign bits of
+    ``scores - floor`` (one rounding of the exact difference: negative exactly when below;
+    equal gives +0.0), read a byte at a time."""
+    if floor == float("-inf"):
+        return range(len(scores))
+    ones = array("d", [1.0]) * len(scores)
+    difference = simsimd.wsum(scores, ones, alpha=1.0, beta=-floor)
+    flags = bytes(memoryview(difference).cast("B"))[7::8].translate(_AT_LEAST)
+    out = []
+    place = flags.find(1)
+    while place >= 0:
+        out.append(place)
+        place = flags.find(1, place + 1)
+    return out
 
 
 def _live(columns: Iterable[int], position_of: memoryview[int]) -> list[int]:

@@ -79,7 +79,7 @@ def _ranked(
     check_dimension(len(vec), expected.dimension)
     cache, derived = state(conn, *scope)
     if cache.file is not None and cache.file in lanescan.MISSED:
-        # the numpy-free search trusted the lane state but had no prefilter for it
+        # the numpy-free search could not answer: leave it what it needs for this state
         lanescan.MISSED.discard(cache.file)
         prefilter.write(cache.file, scope)
     lane = derived.lane

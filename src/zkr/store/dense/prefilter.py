@@ -14,9 +14,9 @@ within :data:`~zkr.store.lanescan.NORM_SPREAD` of 1 (a zero vector, an overflowi
 cosine lane of unnormalised vectors), gets an index marked unusable: its searches stay with
 numpy, which raises or scores them as §5.3 says.
 
-Written by the numpy search of a process whose numpy-free search found the lane state trusted
-but not these files (:data:`zkr.store.lanescan.MISSED`): one-shot processes only. Like every
-side file they are caches: atomic replace, failures ignored.
+Written by the numpy search of a process whose numpy-free search could not answer
+(:data:`zkr.store.lanescan.MISSED`: one-shot processes only), for the lane state that search
+leaves on disk. Like every side file they are caches: atomic replace, failures ignored.
 """
 
 from __future__ import annotations
@@ -46,8 +46,12 @@ def write(path: Path, scope: tuple[str, str, str, str]) -> None:
     view = lanescan.read_lane(sidepaths.state_path(path), scope)
     if view is None or view.token != state.token or view.seq != state.seq:
         return  # replaced in between: the next search asks again
-    if lanescan.read_index(sidepaths.prefilter_path(path), scope, view) is None:
+    index = lanescan.read_index(sidepaths.prefilter_path(path), scope, view)
+    if index is None:
         write_index(path, scope, state)
+        index = lanescan.read_index(sidepaths.prefilter_path(path), scope, view)
+    if index is None or not index.usable:
+        return
     rows = sidepaths.rows_path(path)
     if lanescan.read_rows(rows, scope, state.token, state.config) is None:
         write_rows(path, scope, state)
