@@ -11,22 +11,22 @@ cache then also (re)writes what was missing. It answers only when:
   entries, its vector file (``.bin``, and ``.add`` when it names one) carries the tokens it
   names, and nothing logged since its position touches the lane
   (:func:`zkr.store.changes.lane_untouched`, the rule :mod:`zkr.store.dense.cache` trusts);
-* the lane's distance is cosine, and its search file (``.fast``, written by
+* the lane's distance is cosine and its index (``.fast``, written by
   :mod:`zkr.store.dense.prefilter` for exactly that lane state) says every surviving row has a
   finite norm within :data:`NORM_SPREAD` of 1 (any ``l2`` lane; else numpy scores, or raises
-  §5.3's errors);
-* ``simsimd`` (a small SIMD kernel library) imports.
+  §5.3's errors), and the vector file's row-major copy (``.rows``) carries its token;
+* ``simsimd`` (a small SIMD kernel library, no numpy needed) imports.
 
-**Exact results from a fast scan.** The search file holds every surviving row's float32 vector
-row-major (one row's components together) with its norm, in row order. ``simsimd.cdist``
-scores all of them against the unit query (float32 products and sums in its own order): each
-score is within :data:`BOUND` of the exact float32 cosine of §5.3 (summation order: < 10⁻⁴;
-a norm's distance from 1: ≤ 2⁻¹⁰). Walking rows best first, the row where the first ``count``
-distinct targets are reached gives ``t``; every row whose exact score can reach ``t − BOUND``
-(fast score ≥ ``t − 2·BOUND``) is re-scored exactly — sequential float32 products and sums
-(:func:`exact_dots`), ``dot / (‖q‖ × ‖s‖)`` rounded as float32 — and targets keep their best
-row (§5.4-5.5). No other row can change the first ``count`` targets. An exact score further
-than ``BOUND`` from its fast one (which the bound rules out) sends the search to numpy too.
+**Exact results from a fast scan.** ``simsimd.cdist`` scores every vector of ``.rows`` against
+the unit query (float32 products and sums in its own order): each fast score is within
+:func:`bound` of the exact float32 cosine of §5.3 (summation orders: 6·n·2⁻²⁴, 1.4·10⁻⁴ at
+384 dimensions; a norm's distance from 1: ≤ 2⁻¹⁰). The overlay's few columns are scored
+exactly at once. Walking columns of surviving rows best first, the one where the first
+``count`` distinct targets are reached gives ``t``; every column whose exact score can reach
+``t − bound`` (fast score ≥ ``t − 2·bound``) is re-scored exactly — sequential float32 products
+and sums (:func:`exact_dots`), ``dot / (‖q‖ × ‖s‖)`` rounded as float32 — and targets keep
+their best row (§5.4-5.5). No other row can change the first ``count`` targets. An exact score
+further than the bound from its fast one (which the bound rules out) sends the search to numpy.
 """
 
 from __future__ import annotations
@@ -55,10 +55,19 @@ ZERO_MAGNITUDE = "cosine embeddings must have non-zero magnitude"
 NOT_FINITE = "embedding similarity is not finite"
 DIMENSION = "query embedding dimension {query} does not match stored dimension {stored}"
 
-BOUND = 2.0**-9
-"""Largest difference between a fast score and the exact cosine (module docstring)."""
 NORM_SPREAD = 2.0**-10
 """Rows' norms must lie within this of 1 for the fast scan (module docstring)."""
+
+
+def bound(dimension: int) -> float:
+    """Largest difference between a fast score and the exact cosine at ``dimension``: a norm's
+    distance from 1 (:data:`NORM_SPREAD`, widened by 1%), plus 6·n·2⁻²⁴ for the float32
+    roundings of both sums (any order: n·2⁻²⁴ relative each; the exact cosine's sum, two norms
+    and two roundings: 4 of them; the fast sum: 1), plus 2⁻²⁰ for the unit query's rounding.
+    1.13·10⁻³ at 384 dimensions."""
+    return NORM_SPREAD * 1.01 + 6 * dimension * 2.0**-24 + 2.0**-20
+
+
 MAX_RESCORED = 4096
 """More rows than this within reach of the first targets: numpy scores them instead."""
 SCALE_LIMIT = 1e15
@@ -140,7 +149,7 @@ def exact_dots(
 def _mapped(path: Path) -> mmap.mmap | None:
     try:
         with open(path, "rb") as handle:
-            return mmap.mmap(handle.fileno(), 0, prot=mmap.PROT_READ)
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
 
@@ -531,7 +540,8 @@ def _search(
         if found is None:
             return None
         exact = {block.columns + c: score for c, score in zip(live, found, strict=True)}
-    columns = _within_reach(simsimd, scores, exact, index, count)
+    limit = bound(dimension)
+    columns = _within_reach(simsimd, scores, exact, index, count, limit)
     if columns is None:
         return None
     todo = [c for c in columns if c not in exact]
@@ -539,7 +549,7 @@ def _search(
     if found is None:
         return None
     for column, score in zip(todo, found, strict=True):
-        if not abs(score - scores[column]) <= BOUND:
+        if not abs(score - scores[column]) <= limit:
             return None  # the bound failed (or a fast score is NaN): let numpy answer
         exact[column] = score
     best: dict[int, tuple[int, float]] = {}
@@ -562,7 +572,12 @@ def _search(
 
 
 def _within_reach(
-    simsimd: Any, scores: memoryview[float], exact: dict[int, float], index: Index, count: int
+    simsimd: Any,
+    scores: memoryview[float],
+    exact: dict[int, float],
+    index: Index,
+    count: int,
+    limit: float,
 ) -> list[int] | None:
     """Columns whose exact score can reach the first ``count`` targets' (module docstring):
     ``scores`` are the vector file's fast scores, ``exact`` the overlay's exact ones."""
@@ -584,7 +599,7 @@ def _within_reach(
         for score, column in ordered:
             seen.update(index.targets_of(column))
             if len(seen) >= count:
-                reach, found = score - 2 * BOUND, True
+                reach, found = score - 2 * limit, True
                 break
         if found or floor == lowest:
             break

@@ -32,6 +32,10 @@ touching the lane since that position searches from these two files without read
 After a few writes it patches them (:mod:`zkr.store.dense.patching`): the vectors written since
 the ``.bin`` go to ``<lane digest>.add`` (:func:`overlay_path`, the same format), named by
 the lane state together with the rows whose small columns in the ``.bin`` went stale.
+
+For the numpy-free search of a one-shot process (:mod:`zkr.store.lanescan`), numpy also
+writes ``<lane digest>.rows`` (the ``.bin``'s vectors one after the other) and
+``<lane digest>.fast`` (an index of one lane state): :mod:`zkr.store.dense.prefilter`.
 """
 
 from __future__ import annotations

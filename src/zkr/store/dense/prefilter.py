@@ -120,7 +120,9 @@ def write_index(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.L
 
 
 def write_rows(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.LaneState) -> bool:
-    """Write the ``.rows`` copy of the vector file ``path`` (lane configuration only)."""
+    """Write the ``.rows`` copy of the vector file ``path`` (lane configuration only), read a
+    chunk of columns at a time with plain reads (no mapped page of it stays in this process's
+    resident memory)."""
     config = lane.config
     snap = vectorfile.read(path, scope, rows=False)
     if config is None or snap is None or snap.token != lane.token or config not in snap.configs:
@@ -132,13 +134,30 @@ def write_rows(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.La
         "config": [config.dimension, config.normalization.value, config.distance.value],
         "columns": int(matrix.shape[1]),
     }
-    return _replace(sidepaths.rows_path(path), lanescan.ROWS_MAGIC, header, _rows(matrix))
+    if not isinstance(matrix, np.memmap):
+        return False
+    try:
+        with open(path, "rb") as handle:
+            pieces = _rows(handle, int(matrix.offset), (matrix.shape[0], matrix.shape[1]))
+            return _replace(sidepaths.rows_path(path), lanescan.ROWS_MAGIC, header, pieces)
+    except (OSError, ValueError):
+        return False
 
 
-def _rows(matrix: npt.NDArray[np.float32]) -> Iterator[bytes]:
-    """A (dimension × columns) matrix's columns one after the other, a chunk at a time."""
-    for lo in range(0, matrix.shape[1], CHUNK):
-        yield np.ascontiguousarray(matrix[:, lo : lo + CHUNK].T, dtype="<f4").tobytes()
+def _rows(handle: BinaryIO, offset: int, shape: tuple[int, int]) -> Iterator[bytes]:
+    """The columns of the (dimension × columns) float32 matrix at ``offset`` of ``handle``,
+    one after the other, a chunk at a time."""
+    dimension, columns = shape
+    for lo in range(0, columns, CHUNK):
+        width = min(CHUNK, columns - lo)
+        chunk = np.empty((dimension, width), dtype="<f4")
+        for i in range(dimension):
+            handle.seek(offset + 4 * (i * columns + lo))
+            data = handle.read(4 * width)
+            if len(data) != 4 * width:
+                raise ValueError("short read")
+            chunk[i] = np.frombuffer(data, dtype="<f4")
+        yield np.ascontiguousarray(chunk.T).tobytes()
 
 
 def _replace(
