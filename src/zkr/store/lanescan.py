@@ -38,10 +38,8 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
-from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from zkr.errors import InvalidInput
 from zkr.model import TARGET_RANK, Distance, Normalization, QueryEmbedding, Target, TargetKind
@@ -76,7 +74,7 @@ of norm ≈ 1, no float32 sum, product or quotient of §5.3 can overflow or reac
 
 FORCE = False
 """Tests: take this path even in a process that already imported numpy."""
-MISSED: set[Path] = set()
+MISSED: set[str] = set()
 """Vector files of lanes this path could not answer: the numpy search of this process that
 follows writes the files it reads for the lane state it leaves (:mod:`zkr.store.dense.prefilter`),
 so that the next process answers without numpy."""
@@ -118,8 +116,11 @@ def sequential_dot(a: Sequence[float], b: Sequence[float]) -> float:
 
 def query_norm(query: Sequence[float]) -> float:
     """‖q‖ as :func:`zkr.store.dense.kernels.query_norm` computes it (float32)."""
-    total = sequential_dot(query, query)
-    return f32(total**0.5) if total >= 0 else float("nan")
+    squares = array("f", [x * x for x in query])  # float32 products: exact doubles, rounded
+    total = squares[0]
+    for square in squares[1:]:
+        total = f32(total + square)
+    return f32(total**0.5)
 
 
 def exact_dots(
@@ -146,7 +147,7 @@ def exact_dots(
 # --------------------------------------------------------------------------- side files
 
 
-def _mapped(path: Path) -> mmap.mmap | None:
+def _mapped(path: str) -> mmap.mmap | None:
     try:
         with open(path, "rb") as handle:
             return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
@@ -164,8 +165,7 @@ def _header(data: mmap.mmap, magic: bytes) -> tuple[dict[str, Any], int] | None:
     return (header, 16 + size) if isinstance(header, dict) else None
 
 
-@dataclass
-class LaneView:
+class LaneView(NamedTuple):
     """The fields of a lane state file (:class:`zkr.store.vectorfile.LaneState`) a search
     needs, read in place: ``columns`` (int64 per surviving row), ``kinds`` (uint8 per target),
     ``ids`` (``width``-byte UTF-8 per target, NUL-padded), ``row_ids`` (sorted, ``row_width``
@@ -218,7 +218,7 @@ def _itemsize(dtype: str) -> int | None:
     return _ITEMSIZE.get(dtype)
 
 
-def read_lane(path: Path, scope: tuple[str, str, str, str]) -> LaneView | None:
+def read_lane(path: str, scope: tuple[str, str, str, str]) -> LaneView | None:
     """The lane state file (format: :func:`zkr.store.vectorfile.write_state`), or ``None``."""
     data = _mapped(path)
     if data is None:
@@ -264,8 +264,7 @@ def read_lane(path: Path, scope: tuple[str, str, str, str]) -> LaneView | None:
         return None
 
 
-@dataclass
-class Vectors:
+class Vectors(NamedTuple):
     """One configuration's block of a vector file or overlay (format:
     :func:`zkr.store.vectorfile.write`), mapped: the token naming that write, the file's
     configurations, the (``dimension`` × ``columns``) float32 matrix and the norms."""
@@ -277,9 +276,7 @@ class Vectors:
     columns: int
 
 
-def read_vectors(
-    path: Path, scope: tuple[str, str, str, str], config: LaneConfig
-) -> Vectors | None:
+def read_vectors(path: str, scope: tuple[str, str, str, str], config: LaneConfig) -> Vectors | None:
     """``config``'s block of a vector file, or ``None`` when missing, unreadable, of another
     lane or without that configuration (offsets: :func:`zkr.store.vectorfile.read` with
     ``rows=False``)."""
@@ -326,7 +323,7 @@ INDEX_MAGIC = b"ZKRFAST2"
 
 
 def read_rows(
-    path: Path, scope: tuple[str, str, str, str], token: str, config: LaneConfig
+    path: str, scope: tuple[str, str, str, str], token: str, config: LaneConfig
 ) -> memoryview[float] | None:
     """The ``.rows`` file (:func:`zkr.store.dense.prefilter.write_rows`) of the vector file
     named ``token``: its ``config`` block transposed (``columns`` × ``dimension`` float32,
@@ -363,8 +360,7 @@ def state_key(
     return [token, extra, generation, seq, schema, sizes]
 
 
-@dataclass
-class Index:
+class Index(NamedTuple):
     """The ``.fast`` file (:func:`zkr.store.dense.prefilter.write_index`) of one lane state:
     whether the fast scan may serve it (:data:`NORM_SPREAD`), each column's row
     (``position_of``, numbered across the vector file then its overlay; −1: no surviving row)
@@ -381,7 +377,7 @@ class Index:
         return self.targets[self.starts[row] : self.starts[row + 1]]
 
 
-def read_index(path: Path, scope: tuple[str, str, str, str], lane: LaneView) -> Index | None:
+def read_index(path: str, scope: tuple[str, str, str, str], lane: LaneView) -> Index | None:
     """The index written for exactly ``lane``'s state, or ``None``."""
     data = _mapped(path)
     if data is None:
@@ -442,7 +438,7 @@ def scored(
     if expected is None:
         return []  # no current row: an empty list, whatever the dimension (§5.2)
     check_dimension(len(vec), expected.dimension)
-    path = sidepaths.lane_path(conn, scope)
+    path = sidepaths.lane_file(conn, scope)
     mark = changes.mark(conn)
     if path is None or mark is None:
         return None
@@ -456,7 +452,7 @@ def scored(
 def _trusted(
     conn: Any,
     scope: tuple[str, str, str, str],
-    path: Path,
+    path: str,
     mark: changes.Mark,
     vec: Sequence[float],
     count: int,
@@ -465,7 +461,7 @@ def _trusted(
     # the lane state is trusted as zkr.store.dense.cache trusts it (sidefiles.load_state,
     # then cache._untouched): of the log's generation, not ahead of it, its vector file and
     # overlay those it names, nothing logged since touching the lane
-    lane = read_lane(sidepaths.state_path(path), scope)
+    lane = read_lane(sidepaths.companion(path, sidepaths.STATE), scope)
     if (
         lane is None
         or lane.generation != mark.generation
@@ -481,7 +477,7 @@ def _trusted(
         return None
     extra = None
     if lane.extra:
-        extra = read_vectors(sidepaths.overlay_path(path), scope, config)
+        extra = read_vectors(sidepaths.companion(path, sidepaths.OVERLAY), scope, config)
         if extra is None or extra.token != lane.extra or extra.configs != [config]:
             return None
     known = changes.Mark(lane.generation, lane.seq)
@@ -493,8 +489,8 @@ def _trusted(
     simsimd = _simsimd()
     if simsimd is None:
         return None
-    index = read_index(sidepaths.prefilter_path(path), scope, lane)
-    rows = read_rows(sidepaths.rows_path(path), scope, lane.token, config)
+    index = read_index(sidepaths.companion(path, sidepaths.INDEX), scope, lane)
+    rows = read_rows(sidepaths.companion(path, sidepaths.ROWS), scope, lane.token, config)
     if index is None or not index.usable or rows is None:
         return None
     q_norm = query_norm(vec)
@@ -583,7 +579,7 @@ def _within_reach(
     ``scores`` are the vector file's fast scores, ``exact`` the overlay's exact ones."""
     position_of = index.position_of
     sample: list[float] = sorted(scores[::16].tolist(), reverse=True)
-    wanted = count * 3 // 2 + 32
+    wanted = count * 2 + 64  # past the first targets and the rows within reach of them
     lowest = float("-inf")
     floor, reach = lowest, lowest
     while True:

@@ -78,9 +78,9 @@ def _ranked(
         return None  # no current row: an empty list, whatever the dimension (§5.2)
     check_dimension(len(vec), expected.dimension)
     cache, derived = state(conn, *scope)
-    if cache.file is not None and cache.file in lanescan.MISSED:
+    if cache.file is not None and str(cache.file) in lanescan.MISSED:
         # the numpy-free search could not answer: leave it what it needs for this state
-        lanescan.MISSED.discard(cache.file)
+        lanescan.MISSED.discard(str(cache.file))
         prefilter.write(cache.file, scope)
     lane = derived.lane
     if lane is None or len(derived.columns) == 0:

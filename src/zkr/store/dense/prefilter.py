@@ -43,17 +43,17 @@ def write(path: Path, scope: tuple[str, str, str, str]) -> None:
     state = vectorfile.read_state(sidepaths.state_path(path), scope)
     if state is None or state.config is None:
         return
-    view = lanescan.read_lane(sidepaths.state_path(path), scope)
+    view = lanescan.read_lane(str(sidepaths.state_path(path)), scope)
     if view is None or view.token != state.token or view.seq != state.seq:
         return  # replaced in between: the next search asks again
-    index = lanescan.read_index(sidepaths.prefilter_path(path), scope, view)
+    index = lanescan.read_index(str(sidepaths.prefilter_path(path)), scope, view)
     if index is None:
         write_index(path, scope, state)
-        index = lanescan.read_index(sidepaths.prefilter_path(path), scope, view)
+        index = lanescan.read_index(str(sidepaths.prefilter_path(path)), scope, view)
     if index is None or not index.usable:
         return
     rows = sidepaths.rows_path(path)
-    if lanescan.read_rows(rows, scope, state.token, state.config) is None:
+    if lanescan.read_rows(str(rows), scope, state.token, state.config) is None:
         write_rows(path, scope, state)
 
 
