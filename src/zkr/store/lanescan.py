@@ -430,7 +430,12 @@ def scored(
     """:func:`zkr.store.dense.scored` from the lane's side files without numpy, or ``None``
     when this path does not apply (module docstring): the caller then asks numpy. Raises what
     :func:`zkr.store.dense.scored` raises, in the same order (§5.1 validation, dimension)."""
-    if ("numpy" in sys.modules and not FORCE) or is_postgres(conn) or count <= 0:
+    if (
+        ("numpy" in sys.modules and not FORCE)
+        or sys.byteorder != "little"  # the side files are little-endian, read natively here
+        or is_postgres(conn)
+        or count <= 0
+    ):
         return None
     vec = validate_query(query)
     scope = (tenant_id, person_id, query.model, query.version)
@@ -498,7 +503,10 @@ def _trusted(
         raise InvalidInput(ZERO_MAGNITUDE)
     if not 1 / SCALE_LIMIT <= q_norm <= SCALE_LIMIT:
         return None
-    return _search(simsimd, lane, index, block, rows, extra, vec, q_norm, count, lexical)
+    try:
+        return _search(simsimd, lane, index, block, rows, extra, vec, q_norm, count, lexical)
+    except (TypeError, ValueError, RuntimeError, OverflowError, IndexError):
+        return None  # a kernel that refused its input, a file shorter than it says: numpy
 
 
 def check_dimension(query: int, stored: int) -> None:
