@@ -35,8 +35,10 @@ are then verified row by row, as before).
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+from collections.abc import Callable
 from typing import NamedTuple
 
 from zkr.store.driver import is_postgres
@@ -207,6 +209,43 @@ def lane_rowids(items: list[str], scope: tuple[str, str, str, str]) -> set[int]:
     """The rowids of the lane's ``embeddings`` rows among logged ``items``."""
     key = lane_key(scope)
     return {int(item[len(key) :]) for item in items if item.startswith(key)}
+
+
+UNTOUCHED_CHECK_LIMIT = 5000
+"""More logged changes than this since a lane's position: refresh instead of checking."""
+
+
+def lane_untouched(
+    conn: sqlite3.Connection,
+    scope: tuple[str, str, str, str],
+    known: Mark | None,
+    mark: Mark,
+    touches: Callable[[list[str]], bool],
+) -> tuple[bool, list[str] | None, set[int]]:
+    """Whether nothing logged between ``known`` (where a lane's derived state is valid) and
+    ``mark`` can change that state: no write to the lane's ``embeddings`` rows, and no written
+    source, evidence, claim or link related (:data:`RELATED_SQL`) to a target for which
+    ``touches`` (the lane's stored rows' target ids) says yes. Also returns what was logged
+    since ``known`` (``None`` when not read) and the lane rowids among it, for a patch.
+
+    The one rule by which both the numpy lane cache (:mod:`zkr.store.dense.cache`) and the
+    numpy-free warm search (:mod:`zkr.store.lanescan`) trust a lane state."""
+    if known is None or known.generation != mark.generation or mark.seq < known.seq:
+        return False, None, set()
+    if mark.seq == known.seq:
+        return True, None, set()
+    items = since(conn, known.seq, UNTOUCHED_CHECK_LIMIT)
+    if items is None:
+        return False, None, set()
+    dirty = lane_rowids(items, scope)
+    if dirty:
+        return False, items, dirty
+    ids = [item for item in items if not item.startswith(LANE_PREFIX)]
+    if not ids:
+        return True, items, dirty
+    t, p = scope[:2]
+    related = conn.execute(RELATED_SQL, {"ids": json.dumps(ids), "t": t, "p": p}).fetchall()
+    return not touches([r[0] for r in related if isinstance(r[0], str)]), items, dirty
 
 
 # The rows whose state the given ids can change the mapping of (spec/retrieval.md §5.4, §7):

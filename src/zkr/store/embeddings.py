@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from zkr.codec import canonical, sha256_tagged
 from zkr.errors import InvalidInput, NotFound, StorageError
@@ -99,9 +99,9 @@ def projection_input(
 # --------------------------------------------------------------------------- stored rows
 
 
-@dataclass(frozen=True)
-class StoredRow:
-    """One ``embeddings`` row as stored (cells undecoded)."""
+class StoredRow(NamedTuple):
+    """One ``embeddings`` row as stored (cells undecoded; a named tuple: no ``dataclasses``
+    import on the CLI's hybrid search path)."""
 
     target_kind: object
     target_id: object

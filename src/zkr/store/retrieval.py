@@ -85,15 +85,25 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         if query_embedding is None or req.as_of is not None:
             items = materialize_all(conn, req.tenant_id, req.person_id, ranked[:limit], req.as_of)
             return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
-        from zkr.store import dense, embedconfig, fusion  # numpy: only hybrid searches
+        from zkr.store import embedconfig, fusion, lanescan
 
         lexical = [r.target for r in ranked]
         calibration = embedconfig.calibration(conn, query_embedding)
         if calibration is None:  # a caller's model: its scores as they are
-            scored = dense.scored(
+            # a one-shot process's warm lane without numpy (zkr.store.lanescan), else numpy
+            found = lanescan.scored(
                 conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL, lexical
             )
+            if found is None:
+                from zkr.store import dense  # numpy
+
+                found = dense.scored(
+                    conn, req.tenant_id, req.person_id, query_embedding, fusion.POOL, lexical
+                )
+            scored = found
         else:  # the local model's calibrated lane: in conversation order (fusion.dense_order)
+            from zkr.store import dense  # numpy
+
             candidates = dense.in_context(
                 conn, req.tenant_id, req.person_id, query_embedding, fusion.CONTEXT_POOL, lexical
             )

@@ -14,7 +14,8 @@ row's ``created_at`` second had already passed when it was cached. Every writer 
 (this zkr's ``embed``, the reference's) restamps ``created_at = unixepoch()``, so a rewritten
 vector always shows up as a changed row.
 
-Set ``ZKR_VECTOR_CACHE=0`` to neither read nor write these files.
+Set ``ZKR_VECTOR_CACHE=0`` to neither read nor write these files (paths:
+:mod:`zkr.store.sidepaths`).
 
 File format (little-endian): ``ZKRVEC03``, u64 header length, a JSON header
 ``{"lane": [...], "token": hex, "rows": n, "configs": [[dimension, normalization, distance,
@@ -31,14 +32,16 @@ touching the lane since that position searches from these two files without read
 After a few writes it patches them (:mod:`zkr.store.dense.patching`): the vectors written since
 the ``.bin`` go to ``<lane digest>.add`` (:func:`overlay_path`, the same format), named by
 the lane state together with the rows whose small columns in the ``.bin`` went stale.
+
+For the numpy-free search of a one-shot process (:mod:`zkr.store.lanescan`), numpy also
+writes ``<lane digest>.rows`` (the ``.bin``'s vectors one after the other) and
+``<lane digest>.fast`` (an index of one lane state): :mod:`zkr.store.dense.prefilter`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +51,14 @@ import numpy as np
 import numpy.typing as npt
 
 from zkr.model import Distance, Normalization
+from zkr.store.sidepaths import (  # re-exported: the paths and their switch
+    enabled as enabled,
+    lane_path as lane_path,
+    overlay_path as overlay_path,
+    prefilter_path as prefilter_path,
+    rows_path as rows_path,
+    state_path as state_path,
+)
 from zkr.store.vectors import LaneConfig
 
 MAGIC = b"ZKRVEC03"
@@ -58,21 +69,6 @@ SAVE_AFTER = 256
 """Rewrite a lane's file once this many vectors (or 2% of the lane) were decoded since."""
 
 Meta = tuple[object, ...]
-
-
-def enabled() -> bool:
-    return os.environ.get("ZKR_VECTOR_CACHE", "1") not in ("0", "off", "false", "no")
-
-
-def lane_path(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> Path | None:
-    """Where the lane's file lives, or ``None`` for in-memory/temporary databases."""
-    if not enabled():
-        return None
-    row = conn.execute("SELECT file FROM pragma_database_list WHERE name = 'main'").fetchone()
-    if row is None or not row[0]:
-        return None
-    key = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return Path(row[0] + ".zkr-vectors") / f"{key}.bin"
 
 
 @dataclass
@@ -291,17 +287,6 @@ class LaneState:
     stale: npt.NDArray[np.int64]
     extra: str = ""
     schema: int = -1  # the file's PRAGMA schema_version the rowids are valid for
-
-
-def state_path(path: Path) -> Path:
-    """The lane state file that goes with a vectors file."""
-    return path.with_suffix(".lane")
-
-
-def overlay_path(path: Path) -> Path:
-    """The overlay file that goes with a vectors file: vectors written since it was saved,
-    in the vectors file's own format (:func:`write`, no rows), named by the lane state."""
-    return path.with_suffix(".add")
 
 
 def write_state(path: Path, scope: tuple[str, str, str, str], lane: LaneState) -> None:

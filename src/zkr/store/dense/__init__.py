@@ -29,12 +29,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from zkr.errors import InvalidInput
 from zkr.model import TARGET_RANK, QueryEmbedding, Target, TargetKind
+from zkr.store import lanescan
+from zkr.store.dense import prefilter
 from zkr.store.dense.cache import clear_cache, peek_lane, state
 from zkr.store.dense.kernels import order_keys, score_segments
 from zkr.store.dense.mapping import Derived
 from zkr.store.eligibility import one_per_capture
+from zkr.store.lanescan import check_dimension
 from zkr.store.vectors import validate_query
 
 U32 = npt.NDArray[np.uint32]
@@ -74,12 +76,16 @@ def _ranked(
     expected = peek_lane(conn, scope)
     if expected is None:
         return None  # no current row: an empty list, whatever the dimension (§5.2)
-    _check_dimension(len(vec), expected.dimension)
+    check_dimension(len(vec), expected.dimension)
     cache, derived = state(conn, *scope)
+    if cache.file is not None and str(cache.file) in lanescan.MISSED:
+        # the numpy-free search could not answer: leave it what it needs for this state
+        lanescan.MISSED.discard(str(cache.file))
+        prefilter.write(cache.file, scope)
     lane = derived.lane
     if lane is None or len(derived.columns) == 0:
         return None
-    _check_dimension(len(vec), lane.dimension)
+    check_dimension(len(vec), lane.dimension)
     scores = score_segments(
         cache.segments(lane), np.frombuffer(vec, dtype=np.float32), lane.distance, derived.columns
     )
@@ -89,13 +95,6 @@ def _ranked(
     best = np.maximum.reduceat(keys[derived.pair_rows], derived.pair_starts)
     numbers = np.arange(len(best), dtype=np.int64)
     return _Ranking(derived, np.sort(_composite(best, numbers)), best)
-
-
-def _check_dimension(query: int, stored: int) -> None:
-    if query != stored:
-        raise InvalidInput(
-            f"query embedding dimension {query} does not match stored dimension {stored}"
-        )
 
 
 def _composite(best: U32, numbers: I64) -> U64:

@@ -49,7 +49,6 @@ seen from a cache, :mod:`.patching` the patch.
 
 from __future__ import annotations
 
-import json
 import sqlite3
 
 import numpy as np
@@ -67,15 +66,13 @@ from zkr.store.dense.registry import (
     peek_lane,
 )
 from zkr.store.dense.rows import PG_VERSIONS_SQL, ROWS_SQL, fetch_all, schema_version
-from zkr.store.dense.sidefiles import STATE_LAG, load_file, load_state, save_file, save_state
+from zkr.store.dense.sidefiles import load_file, load_state, save_file, save_state
 from zkr.store.driver import is_postgres
 from zkr.store.eligibility import SCOPE_LINKS_SQL
+from zkr.store.sidepaths import STATE_LAG
 from zkr.store.vectors import LaneConfig
 
 __all__ = ["clear_cache", "peek_lane", "state"]
-
-UNTOUCHED_CHECK_LIMIT = 5000
-"""More logged changes than this since a cache's position: refresh instead of checking."""
 
 
 def state(
@@ -138,27 +135,15 @@ def state(
 
 
 def _untouched(conn: sqlite3.Connection, cache: LaneCache, mark: changes.Mark) -> bool:
-    """Whether nothing logged since ``cache.mark`` can change this lane's derived state: no
-    write to its ``embeddings`` rows, and no written source, evidence, claim or link related
-    (:data:`zkr.store.changes.RELATED_SQL`) to the target of any of its stored rows."""
-    known = cache.mark
-    if known is None or known.generation != mark.generation or mark.seq < known.seq:
-        return False
-    if mark.seq == known.seq:
-        return True
-    items = changes.since(conn, known.seq, UNTOUCHED_CHECK_LIMIT)
-    if items is None:
-        return False
-    cache.items = items
-    cache.dirty = changes.lane_rowids(items, cache.scope)
-    if cache.dirty:
-        return False
-    ids = [item for item in items if not item.startswith(changes.LANE_PREFIX)]
-    if not ids:
-        return True
-    t, p = cache.scope[:2]
-    related = conn.execute(changes.RELATED_SQL, {"ids": json.dumps(ids), "t": t, "p": p}).fetchall()
-    return not cache.derived.touches([r[0] for r in related if isinstance(r[0], str)])
+    """Whether nothing logged since ``cache.mark`` can change this lane's derived state
+    (:func:`zkr.store.changes.lane_untouched`); what the log holds since then is kept for a
+    patch."""
+    untouched, items, dirty = changes.lane_untouched(
+        conn, cache.scope, cache.mark, mark, cache.derived.touches
+    )
+    if items is not None:
+        cache.items, cache.dirty = items, dirty
+    return untouched
 
 
 def _refresh(conn: sqlite3.Connection, cache: LaneCache) -> None:

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from zkr.errors import InvalidInput
 from zkr.model import Distance
+from zkr.store.lanescan import NOT_FINITE, ZERO_MAGNITUDE
 
 F32 = npt.NDArray[np.float32]
 U32 = npt.NDArray[np.uint32]
@@ -118,10 +119,6 @@ def order_keys(scores: F32) -> U32:
     bits = scores.view(np.uint32)
     negative = (bits >> np.uint32(31)).astype(bool)
     return np.where(negative, ~bits, bits | np.uint32(0x8000_0000)).astype(np.uint32)
-
-
-ZERO_MAGNITUDE = "cosine embeddings must have non-zero magnitude"
-NOT_FINITE = "embedding similarity is not finite"
 
 
 def score_columns(matrix: F32, norms: F32, query: F32, distance: Distance, columns: I64) -> F32:

@@ -14,10 +14,6 @@ from zkr.store.dense.mapping import Derived
 from zkr.store.dense.registry import LaneCache
 from zkr.store.vectors import LaneConfig
 
-STATE_LAG = 1024
-"""Log entries that may pile up past the lane state file's position before a process whose
-lane they do not touch rewrites that file."""
-
 
 def load_state(cache: LaneCache, mark: changes.Mark) -> bool:
     """Adopt the lane state file and the vector file it indexes, without reading their rows;

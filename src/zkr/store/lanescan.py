@@ -1,0 +1,698 @@
+"""The dense lane's warm search without numpy, for one-shot processes (every CLI call).
+
+``import numpy`` alone costs a fresh process 135-180 ms; a warm hybrid search needs none of it
+when the lane's side files (:mod:`zkr.store.sidepaths`) are trusted. This module answers
+:func:`zkr.store.dense.scored` from those files with the same candidates, order and float32
+scores, or returns ``None`` and leaves the search to :mod:`zkr.store.dense` (numpy), whose
+cache then also (re)writes what was missing. It answers only when:
+
+* the file is SQLite with the change log, the lane's state file (``.lane``) is of the log's
+  generation, not ahead of it, and behind it by fewer than :data:`~zkr.store.sidepaths.STATE_LAG`
+  entries, its vector file (``.bin``, and ``.add`` when it names one) carries the tokens it
+  names, and nothing logged since its position touches the lane
+  (:func:`zkr.store.changes.lane_untouched`, the rule :mod:`zkr.store.dense.cache` trusts);
+* the lane's distance is cosine and its index (``.fast``, written by
+  :mod:`zkr.store.dense.prefilter` for exactly that lane state) says every surviving row has a
+  finite norm within :data:`NORM_SPREAD` of 1 (any ``l2`` lane; else numpy scores, or raises
+  §5.3's errors), and the vector file's row-major copy (``.rows``) carries its token;
+* ``simsimd`` (a small SIMD kernel library, no numpy needed) imports.
+
+**Exact results from a fast scan.** ``simsimd.cdist`` scores every vector of ``.rows`` against
+the unit query (float32 products and sums in its own order): each fast score is within
+:func:`bound` of the exact float32 cosine of §5.3 (summation orders: 6·n·2⁻²⁴, 1.4·10⁻⁴ at
+384 dimensions; a norm's distance from 1: ≤ 2⁻¹⁰). The overlay's few columns are scored
+exactly at once. Walking columns of surviving rows best first, the one where the first
+``count`` distinct targets are reached gives ``t``; every column whose exact score can reach
+``t − bound`` (fast score ≥ ``t − 2·bound``) is re-scored exactly — sequential float32 products
+and sums (:func:`exact_dots`), ``dot / (‖q‖ × ‖s‖)`` rounded as float32 — and targets keep
+their best row (§5.4-5.5). No other row can change the first ``count`` targets. An exact score
+further than the bound from its fast one (which the bound rules out) sends the search to numpy.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import mmap
+import struct
+import sys
+from array import array
+from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
+from typing import Any, NamedTuple
+
+from zkr.errors import InvalidInput
+from zkr.model import TARGET_RANK, Distance, Normalization, QueryEmbedding, Target, TargetKind
+from zkr.store import changes, sidepaths
+from zkr.store.driver import is_postgres
+from zkr.store.eligibility import one_per_capture
+from zkr.store.embeddings import lane as stored_lane
+from zkr.store.vectors import LaneConfig, validate_query
+
+ZERO_MAGNITUDE = "cosine embeddings must have non-zero magnitude"
+NOT_FINITE = "embedding similarity is not finite"
+DIMENSION = "query embedding dimension {query} does not match stored dimension {stored}"
+
+NORM_SPREAD = 2.0**-10
+"""Rows' norms must lie within this of 1 for the fast scan (module docstring)."""
+
+
+def bound(dimension: int) -> float:
+    """Largest difference between a fast score and the exact cosine at ``dimension``: a norm's
+    distance from 1 (:data:`NORM_SPREAD`, widened by 1%), plus 6·n·2⁻²⁴ for the float32
+    roundings of both sums (any order: n·2⁻²⁴ relative each; the exact cosine's sum, two norms
+    and two roundings: 4 of them; the fast sum: 1), plus 2⁻²⁰ for the unit query's rounding.
+    1.13·10⁻³ at 384 dimensions."""
+    return NORM_SPREAD * 1.01 + 6 * dimension * 2.0**-24 + 2.0**-20
+
+
+MAX_RESCORED = 4096
+"""More rows than this within reach of the first targets: numpy scores them instead."""
+SCALE_LIMIT = 1e15
+"""A query norm outside [1/SCALE_LIMIT, SCALE_LIMIT]: numpy scores the lane (inside, with rows
+of norm ≈ 1, no float32 sum, product or quotient of §5.3 can overflow or reach zero)."""
+
+FORCE = False
+"""Tests: take this path even in a process that already imported numpy."""
+MISSED: set[str] = set()
+"""Vector files of lanes this path could not answer: the numpy search of this process that
+follows writes the files it reads for the lane state it leaves (:mod:`zkr.store.dense.prefilter`),
+so that the next process answers without numpy."""
+
+_F32 = struct.Struct("<f")
+_U32 = struct.Struct("<I")
+_KIND_BY_RANK = {rank: kind for kind, rank in TARGET_RANK.items()}
+_ITEMSIZE = {"int64": 8, "uint8": 1, "int32": 4}
+
+
+# --------------------------------------------------------------------------- float32 arithmetic
+
+
+def f32(value: float) -> float:
+    """``value`` rounded to float32 (round to nearest even). A double holds any float32
+    product exactly and rounds sums, quotients and square roots of float32 values such that
+    rounding again to float32 gives the correctly rounded float32 result."""
+    try:
+        result: float = _F32.unpack(_F32.pack(value))[0]
+    except OverflowError:
+        return float("inf") if value > 0 else float("-inf")
+    return result
+
+
+def order_key(score: float) -> int:
+    """The uint32 key of a float32 score in the float total order (−0.0 below +0.0), as
+    :func:`zkr.store.dense.kernels.order_keys`."""
+    bits: int = _U32.unpack(_F32.pack(score))[0]
+    return (~bits & 0xFFFF_FFFF) if bits >> 31 else bits | 0x8000_0000
+
+
+def sequential_dot(a: Sequence[float], b: Sequence[float]) -> float:
+    """The §5.3 sum of a × b in float32, left to right, no fused multiply-add."""
+    acc = f32(a[0] * b[0])
+    for x, y in zip(a[1:], b[1:], strict=True):
+        acc = f32(acc + f32(x * y))
+    return acc
+
+
+def query_norm(query: Sequence[float]) -> float:
+    """‖q‖ as :func:`zkr.store.dense.kernels.query_norm` computes it (float32)."""
+    squares = array("f", [x * x for x in query])  # float32 products: exact doubles, rounded
+    total = squares[0]
+    for square in squares[1:]:
+        total = f32(total + square)
+    return f32(total**0.5)
+
+
+def exact_dots(
+    simsimd: Any, rows: Callable[[int], Sequence[float]], query: Sequence[float], count: int
+) -> list[float]:
+    """§5.3 dot products of ``count`` vectors with ``query``, vectorised over the vectors:
+    ``rows(i)`` gives component ``i`` of each. ``simsimd.wsum`` with one weight 0 is an exact
+    float32 product and with both weights 1 an exact float32 sum, so every vector's sum is the
+    sequential one, except that a product −0.0 may come out +0.0, which only changes a sum that
+    ends at zero: those are summed again one by one."""
+    wsum = simsimd.wsum
+    acc: Any = None
+    for i, q in enumerate(query):
+        column = array("f", rows(i))
+        product = wsum(column, column, alpha=q, beta=0.0)
+        acc = product if acc is None else wsum(acc, product, alpha=1.0, beta=1.0)
+    dots: list[float] = list(memoryview(acc).cast("B").cast("f").tolist())
+    for j, dot in enumerate(dots):
+        if dot == 0:
+            dots[j] = sequential_dot([rows(i)[j] for i in range(len(query))], query)
+    return dots
+
+
+# --------------------------------------------------------------------------- side files
+
+
+def _mapped(path: str) -> mmap.mmap | None:
+    try:
+        with open(path, "rb") as handle:
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+
+
+def _header(data: mmap.mmap, magic: bytes) -> tuple[dict[str, Any], int] | None:
+    if data[:8] != magic:
+        return None
+    size = int.from_bytes(data[8:16], "little")
+    if 16 + size > len(data):
+        return None
+    header = json.loads(data[16 : 16 + size])
+    return (header, 16 + size) if isinstance(header, dict) else None
+
+
+class LaneView(NamedTuple):
+    """The fields of a lane state file (:class:`zkr.store.vectorfile.LaneState`) a search
+    needs, read in place: ``columns`` (int64 per surviving row), ``kinds`` (uint8 per target),
+    ``ids`` (``width``-byte UTF-8 per target, NUL-padded), ``row_ids`` (sorted, ``row_width``
+    bytes each)."""
+
+    token: str
+    extra: str
+    generation: str
+    seq: int
+    schema: int
+    config: LaneConfig | None
+    columns: memoryview
+    kinds: memoryview
+    ids: memoryview
+    width: int
+    row_ids: memoryview
+    row_width: int
+    source_of: dict[str, str]
+    sizes: list[int]
+
+    def target(self, number: int) -> Target:
+        kind = _KIND_BY_RANK[self.kinds[number]]
+        raw = bytes(self.ids[number * self.width : (number + 1) * self.width]).rstrip(b"\0")
+        return Target(kind, raw.decode("utf-8", "surrogatepass"))
+
+    def touches(self, ids: list[str]) -> bool:
+        """:meth:`zkr.store.dense.mapping.Derived.touches` over the file."""
+        width, data = self.row_width, self.row_ids
+        count = len(data) // width if width else 0
+        if not count or not ids:
+            return False
+
+        def at(index: int) -> bytes:
+            return bytes(data[index * width : (index + 1) * width])
+
+        for target_id in ids:
+            key = target_id.encode("utf-8", "surrogatepass")
+            if len(key) > width:
+                continue
+            padded = key + b"\0" * (width - len(key))
+            place = bisect.bisect_left(range(count), padded, key=at)
+            if place < count and at(place).rstrip(b"\0") == key:
+                return True
+        return False
+
+
+def _itemsize(dtype: str) -> int | None:
+    if dtype.lstrip("|").startswith("S"):
+        return int(dtype.lstrip("|")[1:])
+    return _ITEMSIZE.get(dtype)
+
+
+def read_lane(path: str, scope: tuple[str, str, str, str]) -> LaneView | None:
+    """The lane state file (format: :func:`zkr.store.vectorfile.write_state`), or ``None``."""
+    data = _mapped(path)
+    if data is None:
+        return None
+    try:
+        found = _header(data, b"ZKRLANE2")
+        if found is None:
+            return None
+        header, offset = found
+        if header.get("lane") != list(scope) or len(header["arrays"]) != 10:
+            return None
+        view = memoryview(data)
+        arrays: list[tuple[memoryview, int]] = []
+        for dtype, count in header["arrays"]:
+            size = _itemsize(str(dtype))
+            if size is None or offset + size * int(count) > len(data):
+                return None
+            arrays.append((view[offset : offset + size * int(count)], size))
+            offset += size * int(count)
+        config = header["config"]
+        (columns, _), (kinds, _), (ids, width), _, _, (row_ids, row_width) = arrays[:6]
+        if columns.nbytes % 8:
+            return None
+        return LaneView(
+            token=str(header["token"]),
+            extra=str(header.get("extra", "")),
+            generation=str(header["generation"]),
+            seq=int(header["seq"]),
+            schema=int(header.get("schema", -1)),
+            config=None
+            if config is None
+            else LaneConfig(int(config[0]), Normalization(config[1]), Distance(config[2])),
+            columns=columns.cast("q"),
+            kinds=kinds,
+            ids=ids,
+            width=width,
+            row_ids=row_ids,
+            row_width=row_width,
+            source_of={str(k): str(v) for k, v in header["source_of"].items()},
+            sizes=[int(count) for _, count in header["arrays"]],
+        )
+    except (ValueError, KeyError, TypeError, IndexError):
+        return None
+
+
+class Vectors(NamedTuple):
+    """One configuration's block of a vector file or overlay (format:
+    :func:`zkr.store.vectorfile.write`), mapped: the token naming that write, the file's
+    configurations, the (``dimension`` × ``columns``) float32 matrix and the norms."""
+
+    token: str
+    configs: list[LaneConfig]
+    matrix: memoryview[float]
+    norms: memoryview[float]
+    columns: int
+
+
+def read_vectors(path: str, scope: tuple[str, str, str, str], config: LaneConfig) -> Vectors | None:
+    """``config``'s block of a vector file, or ``None`` when missing, unreadable, of another
+    lane or without that configuration (offsets: :func:`zkr.store.vectorfile.read` with
+    ``rows=False``)."""
+    data = _mapped(path)
+    if data is None:
+        return None
+    try:
+        found = _header(data, b"ZKRVEC03")
+        if found is None:
+            return None
+        header, start = found
+        total = len(data)
+        if header.get("lane") != list(scope) or not 0 <= int(header["meta"]) <= total:
+            return None
+        offset = start + int(header["meta"]) + 21 * int(header["rows"])
+        configs: list[LaneConfig] = []
+        chosen = None
+        view = memoryview(data)
+        for dimension, normalization, distance, columns in header["configs"]:
+            this = LaneConfig(int(dimension), Normalization(normalization), Distance(distance))
+            configs.append(this)
+            rows, cols = int(dimension), int(columns)
+            offset = _aligned(offset)
+            norms_at = _aligned(offset + 4 * rows * cols)
+            if rows <= 0 or cols <= 0 or norms_at + 4 * cols > total:
+                return None
+            if this == config:
+                matrix = view[offset : offset + 4 * rows * cols].cast("f")
+                chosen = (matrix, view[norms_at : norms_at + 4 * cols].cast("f"), cols)
+            offset = norms_at + 4 * cols
+        if chosen is None:
+            return None
+        return Vectors(str(header.get("token", "")), configs, *chosen)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // 64) * 64
+
+
+ROWS_MAGIC = b"ZKRROWS1"
+INDEX_MAGIC = b"ZKRFAST2"
+
+
+def read_rows(
+    path: str, scope: tuple[str, str, str, str], token: str, config: LaneConfig
+) -> memoryview[float] | None:
+    """The ``.rows`` file (:func:`zkr.store.dense.prefilter.write_rows`) of the vector file
+    named ``token``: its ``config`` block transposed (``columns`` × ``dimension`` float32,
+    one vector's components together), flat; ``None`` when missing or of another file."""
+    data = _mapped(path)
+    if data is None:
+        return None
+    try:
+        found = _header(data, ROWS_MAGIC)
+        if found is None:
+            return None
+        header, offset = found
+        wanted = [config.dimension, config.normalization.value, config.distance.value]
+        if (
+            header.get("lane") != list(scope)
+            or header.get("token") != token
+            or header.get("config") != wanted
+        ):
+            return None
+        size = 4 * int(header["columns"]) * config.dimension
+        offset = _aligned(offset)
+        if offset + size > len(data):
+            return None
+        return memoryview(data)[offset : offset + size].cast("f")
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def state_key(
+    token: str, extra: str, generation: str, seq: int, schema: int, sizes: list[int]
+) -> list[object]:
+    """What names one lane state: its vector file and overlay tokens, log position, schema
+    version and array sizes (an index is valid for exactly that state)."""
+    return [token, extra, generation, seq, schema, sizes]
+
+
+class Index(NamedTuple):
+    """The ``.fast`` file (:func:`zkr.store.dense.prefilter.write_index`) of one lane state:
+    whether the fast scan may serve it (:data:`NORM_SPREAD`), each column's row
+    (``position_of``, numbered across the vector file then its overlay; −1: no surviving row)
+    and the targets each row stands for (``starts[row]`` to ``starts[row + 1]`` in
+    ``targets``)."""
+
+    usable: bool
+    position_of: memoryview[int]
+    starts: memoryview[int]
+    targets: memoryview[int]
+
+    def targets_of(self, column: int) -> memoryview[int]:
+        row = self.position_of[column]
+        return self.targets[self.starts[row] : self.starts[row + 1]]
+
+
+def read_index(path: str, scope: tuple[str, str, str, str], lane: LaneView) -> Index | None:
+    """The index written for exactly ``lane``'s state, or ``None``."""
+    data = _mapped(path)
+    if data is None:
+        return None
+    try:
+        found = _header(data, INDEX_MAGIC)
+        if found is None:
+            return None
+        header, offset = found
+        key = state_key(lane.token, lane.extra, lane.generation, lane.seq, lane.schema, lane.sizes)
+        if header.get("lane") != list(scope) or header.get("state") != key:
+            return None
+        view = memoryview(data)
+        empty = view[:0].cast("q")
+        if not header.get("usable"):
+            return Index(False, empty, empty, empty)
+        rows, columns, pairs = int(header["rows"]), int(header["columns"]), int(header["pairs"])
+        sizes = (columns, rows + 1, pairs)
+        arrays = []
+        offset = _aligned(offset)
+        for size in sizes:
+            arrays.append(view[offset : offset + 8 * size].cast("q"))
+            offset += 8 * size
+        if offset > len(data) or rows * 8 != lane.columns.nbytes:
+            return None
+        return Index(True, *arrays)
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+# --------------------------------------------------------------------------- the search
+
+
+def _simsimd() -> Any:
+    try:
+        import simsimd
+    except ImportError:
+        return None
+    return simsimd
+
+
+def scored(
+    conn: Any,
+    tenant_id: str,
+    person_id: str,
+    query: QueryEmbedding,
+    count: int,
+    lexical: Sequence[Target] = (),
+) -> list[tuple[Target, float]] | None:
+    """:func:`zkr.store.dense.scored` from the lane's side files without numpy, or ``None``
+    when this path does not apply (module docstring): the caller then asks numpy. Raises what
+    :func:`zkr.store.dense.scored` raises, in the same order (§5.1 validation, dimension)."""
+    if (
+        ("numpy" in sys.modules and not FORCE)
+        or sys.byteorder != "little"  # the side files are little-endian, read natively here
+        or is_postgres(conn)
+        or count <= 0
+    ):
+        return None
+    vec = validate_query(query)
+    scope = (tenant_id, person_id, query.model, query.version)
+    expected = stored_lane(conn, *scope)
+    if expected is None:
+        return []  # no current row: an empty list, whatever the dimension (§5.2)
+    check_dimension(len(vec), expected.dimension)
+    path = sidepaths.lane_file(conn, scope)
+    mark = changes.mark(conn)
+    if path is None or mark is None:
+        return None
+    MISSED.add(path)  # unless answered here: the numpy search brings these files up to date
+    found = _trusted(conn, scope, path, mark, vec, count, lexical)
+    if found is not None:
+        MISSED.discard(path)
+    return found
+
+
+def _trusted(
+    conn: Any,
+    scope: tuple[str, str, str, str],
+    path: str,
+    mark: changes.Mark,
+    vec: Sequence[float],
+    count: int,
+    lexical: Sequence[Target],
+) -> list[tuple[Target, float]] | None:
+    # the lane state is trusted as zkr.store.dense.cache trusts it (sidefiles.load_state,
+    # then cache._untouched): of the log's generation, not ahead of it, its vector file and
+    # overlay those it names, nothing logged since touching the lane
+    lane = read_lane(sidepaths.companion(path, sidepaths.STATE), scope)
+    if (
+        lane is None
+        or lane.generation != mark.generation
+        or lane.seq > mark.seq
+        or mark.seq - lane.seq >= sidepaths.STATE_LAG
+    ):
+        return None
+    config = lane.config
+    if config is None or config.distance is not Distance.COSINE:
+        return None
+    block = read_vectors(path, scope, config)
+    if block is None or block.token != lane.token:
+        return None
+    extra = None
+    if lane.extra:
+        extra = read_vectors(sidepaths.companion(path, sidepaths.OVERLAY), scope, config)
+        if extra is None or extra.token != lane.extra or extra.configs != [config]:
+            return None
+    known = changes.Mark(lane.generation, lane.seq)
+    if not changes.lane_untouched(conn, scope, known, mark, lane.touches)[0]:
+        return None
+    if not len(lane.columns):
+        return []
+    check_dimension(len(vec), config.dimension)
+    simsimd = _simsimd()
+    if simsimd is None:
+        return None
+    index = read_index(sidepaths.companion(path, sidepaths.INDEX), scope, lane)
+    rows = read_rows(sidepaths.companion(path, sidepaths.ROWS), scope, lane.token, config)
+    if index is None or not index.usable or rows is None:
+        return None
+    q_norm = query_norm(vec)
+    if q_norm == 0:
+        raise InvalidInput(ZERO_MAGNITUDE)
+    if not 1 / SCALE_LIMIT <= q_norm <= SCALE_LIMIT:
+        return None
+    try:
+        return _search(simsimd, lane, index, block, rows, extra, vec, q_norm, count, lexical)
+    except (TypeError, ValueError, RuntimeError, OverflowError, IndexError):
+        return None  # a kernel that refused its input, a file shorter than it says: numpy
+
+
+def check_dimension(query: int, stored: int) -> None:
+    """§5.2 step 6."""
+    if query != stored:
+        raise InvalidInput(DIMENSION.format(query=query, stored=stored))
+
+
+def _search(
+    simsimd: Any,
+    lane: LaneView,
+    index: Index,
+    block: Vectors,
+    rows: memoryview[float],
+    extra: Vectors | None,
+    vec: Sequence[float],
+    q_norm: float,
+    count: int,
+    lexical: Sequence[Target],
+) -> list[tuple[Target, float]] | None:
+    dimension = len(vec)
+    length = sum(x * x for x in vec) ** 0.5
+    unit = array("f", [x / length for x in vec])
+    fast = simsimd.cdist(
+        memoryview(unit).cast("B").cast("f", [1, dimension]),
+        rows.cast("B").cast("f", [block.columns, dimension]),
+        metric="dot",
+    )
+    scores = memoryview(fast).cast("B").cast("d")
+    # the overlay's few columns are scored exactly from the start
+    exact: dict[int, float] = {}
+    if extra is not None:
+        live = [c for c in range(extra.columns) if index.position_of[block.columns + c] >= 0]
+        found = _cosines(simsimd, extra, live, vec, q_norm)
+        if found is None:
+            return None
+        exact = {block.columns + c: score for c, score in zip(live, found, strict=True)}
+    limit = bound(dimension)
+    columns = _within_reach(simsimd, scores, exact, index, count, limit)
+    if columns is None:
+        return None
+    todo = [c for c in columns if c not in exact]
+    found = _rescore(simsimd, block, rows, todo, vec, q_norm)
+    if found is None:
+        return None
+    for column, score in zip(todo, found, strict=True):
+        if not abs(score - scores[column]) <= limit:
+            return None  # the bound failed (or a fast score is NaN): let numpy answer
+        exact[column] = score
+    best: dict[int, tuple[int, float]] = {}
+    for column in columns:
+        score = exact[column]
+        key = order_key(score)
+        for number in index.targets_of(column):
+            held = best.get(number)
+            if held is None or key > held[0]:
+                best[number] = (key, score)
+    ranked = sorted(best, key=lambda number: (-best[number][0], number))[:count]
+    merged = one_per_capture(
+        (Target(TargetKind.EVIDENCE, e) for e in lane.source_of), lane.source_of, lexical
+    )
+    out = []
+    for number in ranked:
+        target = lane.target(number)
+        out.append((merged.get(target, target), best[number][1]))
+    return out
+
+
+def _within_reach(
+    simsimd: Any,
+    scores: memoryview[float],
+    exact: dict[int, float],
+    index: Index,
+    count: int,
+    limit: float,
+) -> list[int] | None:
+    """Columns whose exact score can reach the first ``count`` targets' (module docstring):
+    ``scores`` are the vector file's fast scores, ``exact`` the overlay's exact ones."""
+    position_of = index.position_of
+    sample: list[float] = sorted(scores[::16].tolist(), reverse=True)
+    wanted = count * 2 + 64  # past the first targets and the rows within reach of them
+    lowest = float("-inf")
+    floor, reach = lowest, lowest
+    while True:
+        place = wanted // 16
+        floor = float(sample[place]) if place < len(sample) else lowest
+        above = _live(_at_least(simsimd, scores, floor), position_of)
+        ordered = sorted(
+            [(scores[c], c) for c in above] + [(s, c) for c, s in exact.items() if s >= floor],
+            reverse=True,
+        )
+        seen: set[int] = set()
+        found = False
+        for score, column in ordered:
+            seen.update(index.targets_of(column))
+            if len(seen) >= count:
+                reach, found = score - 2 * limit, True
+                break
+        if found or floor == lowest:
+            break
+        wanted *= 4
+    if reach < floor:
+        above = _live(_at_least(simsimd, scores, reach), position_of)
+    else:
+        above = [c for c in above if scores[c] >= reach]
+    if len(above) > MAX_RESCORED:
+        return None
+    return above + [c for c, s in exact.items() if s >= reach]
+
+
+_AT_LEAST = bytes([1] * 128 + [0] * 128)  # a double's top byte: sign bit clear -> 1
+
+
+def _at_least(simsimd: Any, scores: memoryview[float], floor: float) -> Iterable[int]:
+    """The places of ``scores`` (doubles) that are ``>= floor``: the sign bits of
+    ``scores - floor`` (one rounding of the exact difference: negative exactly when below;
+    equal gives +0.0), read a byte at a time."""
+    if floor == float("-inf"):
+        return range(len(scores))
+    ones = array("d", [1.0]) * len(scores)
+    difference = simsimd.wsum(scores, ones, alpha=1.0, beta=-floor)
+    flags = bytes(memoryview(difference).cast("B"))[7::8].translate(_AT_LEAST)
+    out = []
+    place = flags.find(1)
+    while place >= 0:
+        out.append(place)
+        place = flags.find(1, place + 1)
+    return out
+
+
+def _live(columns: Iterable[int], position_of: memoryview[int]) -> list[int]:
+    """The ``columns`` that hold a surviving row."""
+    return [c for c in columns if position_of[c] >= 0]
+
+
+def _rescore(
+    simsimd: Any,
+    block: Vectors,
+    rows: memoryview[float],
+    columns: list[int],
+    vec: Sequence[float],
+    q_norm: float,
+) -> list[float] | None:
+    """Exact §5.3 cosines of the vector file's ``columns``, read from its transposed copy."""
+    if not columns:
+        return []
+    dimension = len(vec)
+    vectors = (rows[c * dimension : (c + 1) * dimension].tolist() for c in columns)
+    components = list(zip(*vectors, strict=True))
+    dots = exact_dots(simsimd, components.__getitem__, vec, len(columns))
+    return _finish(dots, [block.norms[c] for c in columns], q_norm)
+
+
+def _cosines(
+    simsimd: Any, block: Vectors, columns: list[int], vec: Sequence[float], q_norm: float
+) -> list[float] | None:
+    """Exact §5.3 cosines of ``block``'s ``columns``, read from its own (column) layout."""
+    if not columns:
+        return []
+    size, matrix = block.columns, block.matrix
+    if len(columns) == 1:
+        (only,) = columns
+
+        def component(i: int) -> Sequence[float]:
+            return (matrix[i * size + only],)
+
+    else:
+        take = itemgetter(*columns)
+
+        def component(i: int) -> Sequence[float]:
+            picked: Sequence[float] = take(matrix[i * size : (i + 1) * size])
+            return picked
+
+    dots = exact_dots(simsimd, component, vec, len(columns))
+    return _finish(dots, [block.norms[c] for c in columns], q_norm)
+
+
+def _finish(dots: list[float], norms: list[float], q_norm: float) -> list[float] | None:
+    """``dot / (‖q‖ × ‖s‖)`` in float32; ``None`` if one is not finite (numpy then raises the
+    error of the first failing row)."""
+    out = []
+    for dot, norm in zip(dots, norms, strict=True):
+        if not 0 < norm < float("inf"):
+            return None
+        score = f32(dot / f32(q_norm * norm))
+        if score != score or score in (float("inf"), float("-inf")):
+            return None
+        out.append(score)
+    return out

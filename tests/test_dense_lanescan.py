@@ -1,0 +1,268 @@
+"""The numpy-free warm search (zkr.store.lanescan) against the numpy lane (zkr.store.dense) on
+real stores: same targets, order and float32 scores, and the same trust in the side files."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from tests.conftest import P, T, remember
+from tests.test_embeddings import M, V, claim_memory, edit, embed
+from zkr import InvalidInput, MemoryDb
+from zkr.model import DeleteRequest, QueryEmbedding, SearchRequest, Target, TargetKind
+from zkr.store import dense, lanescan, sidepaths, vectorfile
+from zkr.store.db import read_tx
+
+Answer = list[tuple[Target, float]] | None
+
+
+@pytest.fixture
+def fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Side files for any lane size, and the numpy-free path in this (numpy) process."""
+    monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
+    monkeypatch.setattr(vectorfile, "SAVE_AFTER", 1)
+    monkeypatch.setattr(lanescan, "FORCE", True)
+    monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
+    lanescan.MISSED.clear()
+
+
+def numpy_answer(db_path: str, vector: Sequence[float], count: int, lexical: Any = ()) -> Answer:
+    """What the numpy lane answers in a fresh connection (it also writes the side files the
+    numpy-free path asked for)."""
+    dense.clear_cache()
+    with MemoryDb.open(db_path) as fresh, read_tx(fresh.conn):
+        return dense.scored(fresh.conn, T, P, QueryEmbedding(list(vector), M, V), count, lexical)
+
+
+def fast_answer(db_path: str, vector: Sequence[float], count: int, lexical: Any = ()) -> Answer:
+    with MemoryDb.open(db_path) as fresh, read_tx(fresh.conn):
+        query = QueryEmbedding(list(vector), M, V)
+        return lanescan.scored(fresh.conn, T, P, query, count, lexical)
+
+
+def unit(rng: random.Random, dimension: int) -> list[float]:
+    v = [rng.gauss(0, 1) for _ in range(dimension)]
+    norm = sum(x * x for x in v) ** 0.5
+    return [x / norm for x in v]
+
+
+def settle(db_path: str) -> None:
+    """Rows written in the current second are not trusted by side files: age them."""
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+
+
+def build_lane(db: MemoryDb, db_path: str, seed: int, size: int, dimension: int = 8) -> list[Any]:
+    """``size`` memories, every fifth with a claim whose vector is stored instead, some with
+    the evidence's vector too, and duplicated vectors (ties in score)."""
+    rng = random.Random(seed)
+    made = []
+    vectors: list[list[float]] = []
+    for i in range(size):
+        r = claim_memory(db, f"note {i}", at=10 + i) if i % 5 == 0 else remember(db, f"n {i}")
+        # now and then a tie with another target
+        tie = vectors and rng.random() < 0.1
+        vector = rng.choice(vectors) if tie else unit(rng, dimension)
+        vectors.append(vector)
+        if i % 5 == 0:
+            embed(db, "claim", r.claim_id, vector)
+        else:
+            embed(db, "source", r.source_id, vector)
+        if i % 7 == 0:
+            embed(db, "evidence", r.evidence_id, unit(rng, dimension))
+        made.append(r)
+    settle(db_path)
+    return made
+
+
+def warm(db_path: str, vector: Sequence[float], count: int) -> Answer:
+    """Bring the side files up to date (the numpy-free path's too: it asks for them when it
+    finds the lane state trusted); returns numpy's answer."""
+    numpy_answer(db_path, vector, count)
+    fast_answer(db_path, vector, count)
+    return numpy_answer(db_path, vector, count)
+
+
+def test_same_answer_as_numpy_on_a_seeded_lane(db: MemoryDb, db_path: str, fast: None) -> None:
+    made = build_lane(db, db_path, seed=3, size=300)
+    rng = random.Random(11)
+    first = unit(rng, 8)
+    warm(db_path, first, 100)
+    for count in (1, 5, 37, 100, 400):
+        for _ in range(8):
+            query = [x * rng.uniform(0.5, 3) for x in unit(rng, 8)]  # not normalised
+            want = numpy_answer(db_path, query, count)
+            got = fast_answer(db_path, query, count)
+            assert got is not None, "the numpy-free path did not answer"
+            assert got == want
+    # the other lane's targets fold raw evidence into its source as numpy does
+    lexical = [Target(TargetKind.SOURCE, r.source_id) for r in made[::3]]
+    want = numpy_answer(db_path, first, 100, lexical)
+    assert fast_answer(db_path, first, 100, lexical) == want
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    vectors=st.lists(
+        st.lists(st.integers(-3, 3), min_size=3, max_size=3).filter(any), min_size=3, max_size=40
+    ),
+    query=st.lists(st.integers(-4, 4), min_size=3, max_size=3).filter(any),
+    count=st.integers(1, 50),
+)
+def test_same_answer_as_numpy_for_any_small_lane(
+    tmp_path_factory: pytest.TempPathFactory,
+    fast: None,
+    vectors: list[list[int]],
+    query: list[int],
+    count: int,
+) -> None:
+    """Small integer components: many exact ties, scores at ±0.0, rows of one target."""
+    db_path = str(tmp_path_factory.mktemp("lane") / "memory.db")
+    with MemoryDb.open(db_path) as db:
+        for i, raw in enumerate(vectors):
+            norm = float(np.linalg.norm(np.asarray(raw, dtype=np.float64)))
+            vector = [x / norm for x in raw]
+            r = claim_memory(db, f"note {i}") if i % 4 == 0 else remember(db, f"n {i}")
+            embed(db, "claim" if i % 4 == 0 else "source", r.claim_id or r.source_id, vector)
+            if i % 3 == 0:
+                embed(db, "evidence", r.evidence_id, vector[::-1])
+    settle(db_path)
+    q = [float(x) for x in query]
+    want = warm(db_path, q, count)
+    got = fast_answer(db_path, q, count)
+    assert got is not None
+    assert got == want
+
+
+def test_every_write_that_touches_the_lane_is_seen(db: MemoryDb, db_path: str, fast: None) -> None:
+    made = build_lane(db, db_path, seed=5, size=60)
+    rng = random.Random(2)
+    query = unit(rng, 8)
+    warm(db_path, query, 10)
+    assert fast_answer(db_path, query, 10) == numpy_answer(db_path, query, 10)
+
+    def untrusted_then_equal() -> None:
+        assert fast_answer(db_path, query, 10) is None
+        want = numpy_answer(db_path, query, 10)  # refreshes, rewrites the side files
+        assert fast_answer(db_path, query, 10) == want
+
+    # a new vector (embed), another writer's hand edit of one vector, a deleted source
+    r = remember(db, "a new memory")
+    embed(db, "source", r.source_id, query)
+    settle(db_path)  # (a row of the current second is not saved in side files)
+    untrusted_then_equal()
+    edit(
+        db_path,
+        "UPDATE embeddings SET vector = '[1,0,0,0,0,0,0,0]' WHERE target_id = ?",
+        (made[1].source_id,),
+    )
+    untrusted_then_equal()
+    db.delete(DeleteRequest(T, P, made[2].source_id, 20))
+    untrusted_then_equal()
+    # a write unrelated to the lane leaves it trusted
+    remember(db, "unrelated")
+    assert fast_answer(db_path, query, 10) == numpy_answer(db_path, query, 10)
+
+
+def test_side_files_of_another_state_are_not_used(db: MemoryDb, db_path: str, fast: None) -> None:
+    build_lane(db, db_path, seed=7, size=40)
+    query = unit(random.Random(4), 8)
+    warm(db_path, query, 10)
+    assert fast_answer(db_path, query, 10) is not None
+    path = next(Path(db_path + ".zkr-vectors").glob("*.bin"))
+    index, rows = sidepaths.prefilter_path(path), sidepaths.rows_path(path)
+    old_index, old_rows = index.read_bytes(), rows.read_bytes()
+    r = remember(db, "another")
+    embed(db, "source", r.source_id, query)
+    settle(db_path)
+    assert fast_answer(db_path, query, 10) is None
+    numpy_answer(db_path, query, 10)  # a new lane state
+    # the index of the old state: not used, the search goes to numpy
+    index.write_bytes(old_index)
+    assert fast_answer(db_path, query, 10) is None
+    numpy_answer(db_path, query, 10)
+    assert fast_answer(db_path, query, 10) is not None
+    # a row copy of another vector file
+    header = json.loads(old_rows[16 : 16 + int.from_bytes(old_rows[8:16], "little")])
+    header["token"] = "0" * 32
+    encoded = json.dumps(header).encode()
+    rows.write_bytes(old_rows[:8] + len(encoded).to_bytes(8, "little") + encoded)
+    assert fast_answer(db_path, query, 10) is None
+
+
+def test_errors_and_refusals_are_numpys(db: MemoryDb, db_path: str, fast: None) -> None:
+    build_lane(db, db_path, seed=9, size=30)
+    query = unit(random.Random(5), 8)
+    warm(db_path, query, 10)
+    for bad, message in (
+        ([0.0] * 8, "cosine embeddings must have non-zero magnitude"),
+        ([1.0] * 5, "query embedding dimension 5 does not match stored dimension 8"),
+    ):
+        for answer in (numpy_answer, fast_answer):
+            with pytest.raises(InvalidInput, match=message):
+                answer(db_path, bad, 10)
+
+
+def test_lanes_it_does_not_serve(db: MemoryDb, db_path: str, fast: None) -> None:
+    """Unnormalised cosine lanes (norms far from 1), with a zero vector among them (numpy
+    raises), and dot lanes: numpy answers."""
+    rng = random.Random(8)
+    query = unit(rng, 4)
+    notes = [remember(db, f"n {i}") for i in range(12)]
+    for i, n in enumerate(notes):
+        embed(db, "source", n.source_id, [x * (1 + i) for x in unit(rng, 4)], norm="none")
+    settle(db_path)
+    want = warm(db_path, query, 5)
+    assert want and fast_answer(db_path, query, 5) is None
+    embed(db, "source", notes[0].source_id, [0.0] * 4, norm="none")
+    settle(db_path)
+    with pytest.raises(InvalidInput, match="non-zero magnitude"):
+        warm(db_path, query, 5)
+    assert fast_answer(db_path, query, 5) is None
+    for n in notes:
+        embed(db, "source", n.source_id, unit(rng, 4), model="d", dist="dot")
+    settle(db_path)
+    with MemoryDb.open(db_path) as fresh, read_tx(fresh.conn):
+        dot = QueryEmbedding(query, "d", V)
+        dense.scored(fresh.conn, T, P, dot, 5)
+        assert lanescan.scored(fresh.conn, T, P, dot, 5) is None
+
+
+def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, fast: None) -> None:
+    build_lane(db, db_path, seed=13, size=50)
+    query = unit(random.Random(6), 8)
+    warm(db_path, query, 100)
+    request = json.dumps(
+        {"tenant_id": T, "person_id": P, "query": "note", "limit": 10}
+        | {"query_embedding": {"vector": query, "model": M, "version": V}}
+    )
+    child = (
+        "import sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
+        "sys.stderr.write('NUMPY' if 'numpy' in sys.modules else 'NONUMPY')\nsys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-c", child, "--db", db_path, "search"],
+        input=request.encode(),
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    assert out.stderr.decode().endswith("NONUMPY")
+    # the same pack as the numpy lane gives in this process
+    lanescan.FORCE = False
+    shutil.rmtree(db_path + ".zkr-vectors")
+    pack = db.search(SearchRequest(T, P, "note", 10, QueryEmbedding(query, M, V)))
+    assert json.loads(out.stdout) == pack.to_json()
