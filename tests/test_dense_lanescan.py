@@ -266,3 +266,40 @@ def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, 
     shutil.rmtree(db_path + ".zkr-vectors")
     pack = db.search(SearchRequest(T, P, "note", 10, QueryEmbedding(query, M, V)))
     assert json.loads(out.stdout) == pack.to_json()
+
+
+def test_a_primed_lane_is_searched_without_numpy_on_the_first_cli_call(
+    db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A handle through which ``embed`` stored PRIME_AFTER rows leaves, when it closes, what the
+    numpy-free search reads (``.rows``, ``.fast``) next to the side files it refreshes: the very
+    first CLI search of the lane answers without importing numpy or writing them."""
+    from zkr.store import priming
+
+    monkeypatch.setattr(priming, "PRIME_AFTER", 4)
+    rng = random.Random(21)
+    with MemoryDb.open(db_path) as db:
+        notes = [remember(db, f"note {i}") for i in range(6)]
+        for n in notes:
+            embed(db, "source", n.source_id, unit(rng, 8))
+    side = Path(db_path + ".zkr-vectors")
+    assert list(side.glob("*.rows")) and list(side.glob("*.fast"))
+    query = unit(rng, 8)
+    request = json.dumps(
+        {"tenant_id": T, "person_id": P, "query": "zzz", "limit": 3}
+        | {"query_embedding": {"vector": query, "model": M, "version": V}}
+    )
+    child = (
+        "import sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
+        "sys.stderr.write('NUMPY' if 'numpy' in sys.modules else 'NONUMPY')\nsys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-c", child, "--db", db_path, "search"],
+        input=request.encode(),
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    assert out.stderr.decode().endswith("NONUMPY")
+    assert len(json.loads(out.stdout)["items"]) == 3

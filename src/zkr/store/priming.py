@@ -40,7 +40,8 @@ def prime(
     """Refresh the dense lane of each of ``lanes`` now (:func:`zkr.store.dense.cache.state`:
     its side files included), from the float32 copies zkr's writer just kept, so that the next
     search — in this process or a fresh one, every CLI call — starts from the side files
-    instead of reading the whole lane, and finds the lexical index current (a writer that
+    instead of reading the whole lane (the numpy-free search's ``.rows``/``.fast`` too:
+    :mod:`zkr.store.dense.prefilter`), and finds the lexical index current (a writer that
     stored hundreds of rows paid far more for them than one refresh; a few rows are left to
     the next search, which patches them in). ``lock`` (the connection's) is held around each
     database step.
@@ -58,7 +59,7 @@ def prime(
 
     if vectorfile.lane_path(conn, todo[0]) is None:
         return
-    from zkr.store.dense import cache
+    from zkr.store.dense import cache, prefilter
     from zkr.store.search_index import ensure_current
 
     guard = lock if lock is not None else nullcontext()
@@ -68,6 +69,10 @@ def prime(
     with guard, suppress(sqlite3.Error):
         ensure_current(conn)
     time.sleep(max(0.0, written_at + 1.01 - time.time()))
-    for tenant, person, model, version in todo:
+    for scope in todo:
         with guard, read_tx(conn):
-            cache.state(conn, tenant, person, model, version)
+            lane, _ = cache.state(conn, *scope)
+        if lane.file is not None:
+            # and what a one-shot process's numpy-free search reads for this state (.rows,
+            # .fast), so that the next CLI call neither imports numpy nor writes them
+            prefilter.write(lane.file, scope)
