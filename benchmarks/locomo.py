@@ -29,6 +29,10 @@ conversations)::
     .venv/bin/python benchmarks/locomo.py ../shared/data/locomo/*.json
     .venv/bin/python benchmarks/locomo.py --cli ../shared/data/locomo/26.json
     .venv/bin/python benchmarks/locomo.py --embed ../shared/data/locomo/*.json   # zkr[embed]
+    .venv/bin/python benchmarks/locomo.py --embed --per-conversation ../shared/data/locomo/*.json
+
+(``--per-conversation`` adds each conversation's categories 1-4 row per lane: tune ranking on
+26 + 30, check on 41, docs/embedding.md.)
 """
 
 from __future__ import annotations
@@ -307,6 +311,7 @@ def run_embed(args: argparse.Namespace) -> int:
     embedder = load_model(args.model)
     lanes = ("lexical", "dense", "hybrid")
     scores = {lane: {c: Scores() for c in CATEGORIES} for lane in lanes}
+    per_conversation: list[tuple[str, dict[str, Scores]]] = []
     hybrid_ms: list[float] = []
     embedded_texts, embed_seconds, embed_cpu = 0, 0.0, 0.0
     with tempfile.TemporaryDirectory(prefix="zkr-locomo-") as scratch:
@@ -336,6 +341,8 @@ def run_embed(args: argparse.Namespace) -> int:
                 embed_cpu += time.process_time() - cpu
                 embedded_texts += summary.texts
                 embed_seconds += summary.seconds
+                mine = {lane: Scores() for lane in lanes}
+                per_conversation.append((conv.name, mine))
                 for question in conv.questions:
                     os.environ["ZKR_EMBED"] = "off"
                     pack = db.search(SearchRequest(TENANT, conv.name, question.text, args.limit))
@@ -353,6 +360,8 @@ def run_embed(args: argparse.Namespace) -> int:
                     found = (lexical, dense_ids[: args.limit], hybrid)
                     for lane, ids in zip(lanes, found, strict=True):
                         scores[lane][question.category].add(ids, question.evidence)
+                        if question.category in SCORED:
+                            mine[lane].add(ids, question.evidence)
     header = f"{'':<14}{'n':>6}" + "".join(f"{f'R@{k}':>8}" for k in KS) + f"{'MRR@10':>9}"
     print(f"LoCoMo with the local embedder ({embedder.model}; {embedder.version})")
     print(f"limit {args.limit}; dense = the dense lane alone; hybrid = plain search")
@@ -365,6 +374,9 @@ def run_embed(args: argparse.Namespace) -> int:
             print(scores[lane][category].row(f"{category} {CATEGORIES[category]}"))
         print(overall.row("overall 1-4"))
         print(scores[lane][5].row("5 adversarial"))
+        if args.per_conversation:  # tune on some conversations, check on the others
+            for name, mine in per_conversation:
+                print(mine[lane].row(f"conv {name}"))
     print(
         f"embed-pending: {embedded_texts} texts in {embed_seconds:.1f} s ="
         f" {embedded_texts / max(embed_seconds, 1e-9):.1f} texts/s"
