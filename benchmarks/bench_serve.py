@@ -12,6 +12,8 @@ a vector lane added; ``--corpus dense`` uses ``bench_dense.py``'s store and quer
   share is the difference;
 * MCP tool calls (``remember``, ``search``, ``context``) through the SDK's own client over
   stdio to a ``zkr mcp`` child, when the ``zkr[mcp]`` extra is installed;
+* the server's CPU time per ``remember`` (mean, from ``/proc``), which a loaded machine inflates
+  far less than the wall times;
 * the same operations as one CLI process per call (the installed ``zkr`` script, the way the
   plugins called it before ``serve``), in the same run on the same file.
 
@@ -115,6 +117,16 @@ class Serve:
         if "ok" not in response or response["id"] != self.next_id:
             raise SystemExit(f"serve failed: {answer!r}")
         return elapsed
+
+    def cpu_seconds(self) -> float | None:
+        """The server process's CPU time so far (user + system, from ``/proc``; ``None``
+        where there is no ``/proc``): unlike wall time, little inflated by a loaded machine."""
+        try:
+            with open(f"/proc/{self.proc.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return None
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def close(self) -> None:
         assert self.proc.stdin is not None
@@ -294,7 +306,9 @@ def main() -> None:
         for _ in range(5):  # the first requests import the command modules
             server.call("search", gen.lexical())
         cold = server.call("search", gen.hybrid())
+        cpu_before = server.cpu_seconds()
         serve_remember = [server.call("remember", gen.remember()) for _ in range(args.requests)]
+        cpu_after = server.cpu_seconds()
         serve_lexical = [server.call("search", gen.lexical()) for _ in range(args.requests)]
         server.call("search", gen.hybrid())  # the remembers changed the file: reload once
         runs = max(20, args.requests // 5)
@@ -327,6 +341,9 @@ def main() -> None:
 
         print(f"\n== {size:,} sources ({args.corpus} corpus), {args.dim}-d lane   p50          p95")
         print(row("serve  remember", serve_remember))
+        if cpu_before is not None and cpu_after is not None:
+            mean = (cpu_after - cpu_before) / args.requests * 1000
+            print(f"{'serve  remember, server CPU (mean)':<34}{mean:>9.2f} ms")
         print(row("serve  lexical search", serve_lexical))
         print(row("serve  hybrid search", serve_hybrid))
         print(row("serve  hybrid search after a write", after_write))

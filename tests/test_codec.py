@@ -228,6 +228,44 @@ def test_parse_roundtrips_json_values(value: Any) -> None:
     assert parse_json(canonical(value).encode()) == value
 
 
+@given(
+    st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers(-(2**63), 2**63 - 1)
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | st.text(),
+        lambda children: (
+            st.lists(children, max_size=4)
+            | st.dictionaries(st.text(max_size=5), children, max_size=4)
+        ),
+        max_leaves=12,
+    )
+)
+def test_the_reused_encoders_write_what_json_dumps_writes(value: Any) -> None:
+    # canonical/cli_dumps reuse one C encoder instead of building one per call: the bytes
+    # (payload hashes, CLI output) must stay json.dumps's own
+    assert canonical(value) == json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    assert cli_dumps(value) == json.dumps(
+        value, ensure_ascii=False, separators=(",", ":"), sort_keys=True
+    )
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"a": "\\ud800"}',  # an escape, in bytes
+        b'{"a": ["x", {"\\udfff": 1}]}',  # in a nested key
+        '{"a": "\\ud800"}',  # an escape, in a str
+        '{"a": "\ud800"}',  # a raw lone surrogate in a str argument (no escape in the text)
+        '{"\udc00": 1}',  # ... in a key
+    ],
+)
+def test_lone_surrogates_are_refused_with_or_without_an_escape(raw: bytes | str) -> None:
+    with pytest.raises(RequestError, match="lone leading or trailing surrogate"):
+        parse_json(raw)
+
+
 def test_fields_reports_expected_struct() -> None:
     with pytest.raises(RequestError, match="expected struct Thing"):
         Fields([1, 2], "struct Thing")

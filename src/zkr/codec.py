@@ -133,7 +133,10 @@ def parse_json(data: bytes | str) -> Any:
         line = text.count("\n", 0, offset) + 1
         column = offset - (text.rfind("\n", 0, offset) + 1) + 1
         raise RequestError(f"trailing characters at line {line} column {column}")
-    _check_surrogates(value)
+    # A lone surrogate can only come from a \u escape when the text was decoded from UTF-8
+    # (Python's decoder refuses encoded surrogates); a str argument may hold one raw.
+    if "\\u" in text or (not isinstance(data, bytes) and has_lone_surrogate(text)):
+        _check_surrogates(value)
     return value
 
 
@@ -377,18 +380,52 @@ _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_n
 _CLI = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
 
 
+def _one_shot(encoder: json.JSONEncoder) -> Callable[[Any], str]:
+    """``encoder.encode`` without its per-call set-up.
+
+    ``JSONEncoder.encode`` builds a new C encoder (and a circular-reference dict and a float
+    closure) on every call: about a third of encoding one feed record. The C encoder holds no
+    state of its own when it keeps no markers, so one is built here and reused; its output is
+    ``encoder.encode``'s, byte for byte (the values zkr encodes are trees it built or decoded,
+    never circular). Without the C accelerator the encoder's own ``encode`` stays.
+    """
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # pragma: no cover - CPython always has it
+        return encoder.encode
+    chunks = make(
+        None,  # no circular-reference markers
+        encoder.default,
+        json.encoder.encode_basestring,  # ensure_ascii=False
+        None,  # indent
+        encoder.key_separator,
+        encoder.item_separator,
+        encoder.sort_keys,
+        encoder.skipkeys,
+        encoder.allow_nan,
+    )
+
+    def encode(value: Any) -> str:
+        return "".join(chunks(value, 0))
+
+    return encode
+
+
+_canonical = _one_shot(_CANONICAL)
+_cli = _one_shot(_CLI)
+
+
 def canonical(value: Any) -> str:
     """Field-order compact JSON (spec/sync.md §1.4): the bytes of stored payloads and hashes.
 
     ``value`` must be built from dicts in declared key order; ``sort_keys`` is never used.
     Equivalent to ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``.
     """
-    return _CANONICAL.encode(value)
+    return _canonical(value)
 
 
 def cli_dumps(value: Any) -> str:
     """The CLI's stdout form: compact, keys sorted at every level, raw UTF-8 (spec/cli.md §6)."""
-    return _CLI.encode(value)
+    return _cli(value)
 
 
 def sha256_tagged(text: str) -> str:
