@@ -34,7 +34,11 @@ reasons, docs/retrieval-experiments.md the measurements.
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
 Scores are SQLite doubles and every order has a total tie-break, so a search is deterministic
-for a given database state. What a search learns about a document that depends on that state
+for a given database state. The index is read through FTS5 (:class:`SqliteIndex`) or, from a
+connection's :data:`MEMORY_AFTER`-th search on (a long-lived process: ``zkr serve``, ``zkr
+mcp``, the library), from the copy of the scope that :mod:`zkr.store.memindex` keeps in memory
+and brings up to date from the index's change log: the same reads, bit for bit, without FTS5's
+per-statement pass over every match of every term. What a search learns about a document that depends on that state
 only (its text, the targets it stands for, its neighbours) is kept on the connection until the
 file changes (:class:`_Cache`), so later searches skip those reads; the ranking is the same.
 """
