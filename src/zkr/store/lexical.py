@@ -38,9 +38,10 @@ for a given database state. The index is read through FTS5 (:class:`SqliteIndex`
 connection's :data:`MEMORY_AFTER`-th search on (a long-lived process: ``zkr serve``, ``zkr
 mcp``, the library), from the copy of the scope that :mod:`zkr.store.memindex` keeps in memory
 and brings up to date from the index's change log: the same reads, bit for bit, without FTS5's
-per-statement pass over every match of every term. What a search learns about a document that depends on that state
-only (its text, the targets it stands for, its neighbours) is kept on the connection until the
-file changes (:class:`_Cache`), so later searches skip those reads; the ranking is the same.
+per-statement pass over every match of every term. What a search learns about a document
+that depends on that state only (its text, the targets it stands for, its neighbours) is kept
+on the connection until the file changes (:class:`_Cache`), so later searches skip those
+reads; the ranking is the same.
 """
 
 import json
@@ -461,39 +462,44 @@ class _Lane:
         scores: dict[int, float] = {}
         ranges = [(1, _SOURCE_END), (CLAIM_BASE, _CLAIM_END)]
         window = WINDOW_ROWS
+        oldest: dict[int, int] = {}  # per range (its lo): the oldest document scored in it
         while True:
             exhausted = True
             next_ranges = []
             for lo, hi in ranges:
                 rows = self.index.scored(plan.match, lo, hi, window)
                 scores.update(rows)
+                if rows:  # (newest first)
+                    oldest[lo] = min(oldest.get(lo, rows[-1][0]), rows[-1][0])
                 if len(rows) == window:
                     exhausted = False
                     if window == WINDOW_ROWS:
-                        self._rescue_rare(plan, lo, rows[-1][0] - 1, scores)
+                        rescued = self._rescue_rare(plan, lo, rows[-1][0] - 1, scores)
+                        oldest[lo] = min(oldest[lo], rescued)
                     next_ranges.append((lo, rows[-1][0] - 1))
                 if plan.labels and rows and lo < CLAIM_BASE:
-                    oldest = min(rowid for rowid in scores if lo <= rowid <= hi)
-                    self.labelled.update(self.index.labelled(plan.labels, plan.match, oldest, hi))
+                    found = self.index.labelled(plan.labels, plan.match, oldest[lo], hi)
+                    self.labelled.update(found)
             order = self._rank(scores, cut)
             if exhausted or sum(len(self.targets[r]) for r in order) >= cut:
                 return order
             ranges = next_ranges
             window *= 2  # few eligible documents: widen geometrically
 
-    def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> None:
-        """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches."""
+    def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> int:
+        """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches;
+        returns the oldest one (``hi + 1`` when none)."""
         rare = [
             term
             for term in plan.match
             if self.index.older(term, lo, hi, RARE_DOCS + 1) <= RARE_DOCS
         ]
+        first = hi + 1
         if rare:
             for rowid, score in self.index.scored(rare, lo, hi, None):
                 scores.setdefault(rowid, score)
-
-    def _boost(self, rowid: int) -> float:
-        return LABEL_BOOST if rowid in self.labelled else 1.0
+                first = min(first, rowid)
+        return first
 
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
         boosted = scores
@@ -534,8 +540,10 @@ class _Lane:
         self.seen.update(lifted)
         self.check(lifted)
         eligible.extend(rowid for rowid in lifted if self.targets[rowid])
+        labelled = self.labelled
         self.final = {
-            rowid: (scores[rowid] + LIFT * lift.get(rowid, 0.0)) * self._boost(rowid)
+            rowid: (scores[rowid] + LIFT * lift.get(rowid, 0.0))
+            * (LABEL_BOOST if rowid in labelled else 1.0)
             for rowid in eligible
         }
         # ties (equal bm25 on the informative terms) go to the document matching more of the
