@@ -519,10 +519,7 @@ class _Lane:
             len(found) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
         ):
             chunk = order[checked : checked + batch]
-            if any(rowid not in self.targets for rowid in chunk):
-                # one statement for what the next rounds will probably look at too (the
-                # targets of a document do not depend on when they are asked for)
-                self.check(order[checked : checked + max(batch, LIFT_SCAN)])
+            self.check(chunk)
             checked += len(chunk)
             self.seen.update(chunk)
             for rowid in chunk:

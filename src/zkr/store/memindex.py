@@ -74,12 +74,8 @@ class _Postings:
         return int(ids.searchsorted(lo, "left")), int(ids.searchsorted(hi, "right"))
 
 
-def _postings(rows: list[tuple[int, int, int]]) -> _Postings:
-    """Postings from (rowid, count, length) rows in any order."""
-    rows.sort()
-    if not rows:
-        return _Postings(_EMPTY_INTS, np.zeros(0), np.zeros(0))
-    ids, tf, dl = zip(*rows, strict=True)
+def _postings(ids: list[int], tf: list[int], dl: list[int]) -> _Postings:
+    """Postings from parallel lists (rowids ascending)."""
     return _Postings(
         np.array(ids, dtype=np.int64),
         np.array(tf, dtype=np.float64),
@@ -87,7 +83,27 @@ def _postings(rows: list[tuple[int, int, int]]) -> _Postings:
     )
 
 
-_CONTENT_SQL = "SELECT id, c1, c2, c0 FROM zkr_fts_content WHERE c3 = ?"
+def _merged(old: _Postings | None, drop: _Ints, new: _Postings | None) -> _Postings | None:
+    """``old`` without the rowids ``drop``, plus ``new``, by rowid (``None``: empty)."""
+    parts = []
+    if old is not None:
+        keep = ~np.isin(old.ids, drop) if len(drop) else slice(None)
+        parts.append(_Postings(old.ids[keep], old.tf[keep], old.dl[keep]))
+    if new is not None:
+        parts.append(new)
+    if len(parts) == 1:
+        merged = parts[0]
+    else:
+        order = np.argsort(np.concatenate([p.ids for p in parts]), kind="stable")
+        merged = _Postings(
+            np.concatenate([p.ids for p in parts])[order],
+            np.concatenate([p.tf for p in parts])[order],
+            np.concatenate([p.dl for p in parts])[order],
+        )
+    return merged if len(merged.ids) else None
+
+
+_CONTENT_SQL = "SELECT id, c1, c2, c0 FROM zkr_fts_content WHERE c3 = ? ORDER BY id"
 _SOME_CONTENT_SQL = """
 SELECT f.id, f.c1, f.c2, f.c0, f.c3
 FROM json_each(:ids) AS h CROSS JOIN zkr_fts_content AS f ON f.id = h.value
@@ -126,13 +142,13 @@ class MemIndex:
             conn.execute("SELECT coalesce(max(seq), 0) FROM zkr_search_log").fetchone()[0]
         )
         self.docs = {}
-        found: dict[str, list[tuple[int, int, int]]] = {}
+        found: dict[str, tuple[list[int], list[int], list[int]]] = {}
         self.length = 0
         for rowid, kind, target, body in conn.execute(_CONTENT_SQL, (self.tag,)):
             if len(self.docs) >= MAX_DOCS:
                 raise Unavailable("scope too large to keep in memory")
             self._add(rowid, kind, target, body, found)
-        self.terms = {term: _postings(rows) for term, rows in found.items()}
+        self.terms = {term: _postings(*lists) for term, lists in found.items()}
         self.ids = np.array(sorted(self.docs), dtype=np.int64)
         self._totals(conn)
         self.mark = change_mark(conn)
@@ -168,13 +184,20 @@ class MemIndex:
         kind: str,
         target: str,
         body: str,
-        found: dict[str, list[tuple[int, int, int]]],
+        found: dict[str, tuple[list[int], list[int], list[int]]],
     ) -> None:
+        """Record one document; its postings go to ``found`` (rowids must come ascending)."""
         self.docs[rowid] = (kind, target, body)
         tokens = body.split()
-        self.length += len(tokens)
+        length = len(tokens)
+        self.length += length
         for term, count in Counter(tokens).items():
-            found.setdefault(term, []).append((rowid, count, len(tokens)))
+            lists = found.get(term)
+            if lists is None:
+                lists = found[term] = ([], [], [])
+            lists[0].append(rowid)
+            lists[1].append(count)
+            lists[2].append(length)
 
     def _apply(self, conn: sqlite3.Connection, changed: list[int]) -> None:
         """Re-read the documents ``changed``: drop what they were, add what they are."""
@@ -186,31 +209,23 @@ class MemIndex:
                 self.length -= len(tokens)
                 for term in set(tokens):
                     gone.setdefault(term, set()).add(rowid)
-        added: dict[str, list[tuple[int, int, int]]] = {}
-        current = conn.execute(_SOME_CONTENT_SQL, {"ids": json.dumps(changed)}).fetchall()
+        added: dict[str, tuple[list[int], list[int], list[int]]] = {}
+        current = conn.execute(_SOME_CONTENT_SQL, {"ids": json.dumps(sorted(changed))}).fetchall()
+        current.sort()
         for rowid, kind, target, body, tag in current:
             if tag == self.tag:
                 self._add(rowid, kind, target, body, added)
         for term in gone.keys() | added.keys():
-            old_postings = self.terms.get(term)
-            rows = added.get(term, [])
-            if old_postings is not None:
-                drop = gone.get(term, set())
-                rows.extend(
-                    (rowid, int(tf), int(dl))
-                    for rowid, tf, dl in zip(
-                        old_postings.ids.tolist(),
-                        old_postings.tf.tolist(),
-                        old_postings.dl.tolist(),
-                        strict=True,
-                    )
-                    if rowid not in drop
-                )
-            if rows:
-                self.terms[term] = _postings(rows)
-            else:
+            drop = np.array(sorted(gone.get(term, ())), dtype=np.int64)
+            new = _postings(*added[term]) if term in added else None
+            merged = _merged(self.terms.get(term), drop, new)
+            if merged is None:
                 self.terms.pop(term, None)
-        self.ids = np.array(sorted(self.docs), dtype=np.int64)
+            else:
+                self.terms[term] = merged
+        ids = self.ids[~np.isin(self.ids, np.array(changed, dtype=np.int64))]
+        now = np.array(sorted(r for r in changed if r in self.docs), dtype=np.int64)
+        self.ids = np.insert(ids, ids.searchsorted(now), now)  # (none of `now` is in `ids`)
 
     # ------------------------------------------------------------------ the lane's reads
 
@@ -241,7 +256,7 @@ class MemIndex:
         if len(slices) == 1:
             window = slices[0][1].ids[slices[0][2] : slices[0][3]]
         else:
-            window = np.unique(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
+            window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
         if n is not None and len(window) > n:
             window = window[-n:]
         oldest = int(window[0])
@@ -278,7 +293,8 @@ class MemIndex:
         marked = self._union(labels, lo, hi)
         if not len(marked):
             return []
-        both: list[int] = np.intersect1d(marked, self._union(terms, lo, hi)).tolist()
+        matched = self._union(terms, lo, hi)
+        both: list[int] = np.intersect1d(marked, matched, assume_unique=True).tolist()
         return both
 
     def _union(self, terms: Iterable[str], lo: int, hi: int) -> _Ints:
@@ -288,7 +304,7 @@ class MemIndex:
             if postings is not None:
                 a, b = postings.span(lo, hi)
                 parts.append(postings.ids[a:b])
-        return np.unique(np.concatenate(parts)) if parts else _EMPTY_INTS
+        return _distinct(np.concatenate(parts)) if parts else _EMPTY_INTS
 
     def resolve(self, docs: Sequence[int]) -> list[tuple[int, str, str, str]]:
         """(rowid, kind, target, body) of those of ``docs`` the scope holds."""
@@ -309,6 +325,18 @@ class MemIndex:
             after = ids[c : min(d, c + width)].tolist()
             out.append((rowid, before + after))
         return out
+
+
+def _distinct(ids: _Ints) -> _Ints:
+    """The distinct values of ``ids``, ascending (a sort: numpy's hashing ``unique`` is
+    slower on these sizes)."""
+    ids = np.sort(ids)
+    if len(ids) > 1:
+        keep = np.empty(len(ids), dtype=bool)
+        keep[0] = True
+        np.not_equal(ids[1:], ids[:-1], out=keep[1:])
+        ids = ids[keep]
+    return ids
 
 
 def _epoch(conn: sqlite3.Connection) -> str:
