@@ -226,3 +226,16 @@ def one_shot(path: str, query: str) -> list[str]:
     """The search as a one-shot process runs it: a fresh connection, FTS5."""
     with MemoryDb.open(path) as db:
         return ids(db, query)
+
+
+def test_another_connections_delete_is_seen_by_a_warm_server(db: MemoryDb, db_path: str) -> None:
+    """What a long-lived connection keeps (the index in memory, the documents' targets, the
+    materialised items) holds only while the file is unchanged."""
+    gone = remember(db, "the kayak on the roof", at=1).source_id
+    remember(db, "a kayak paddle", at=2)
+    for _ in range(3):
+        assert ids(db, "kayak")[1] == gone
+    with MemoryDb.open(db_path) as other:
+        other.delete(DeleteRequest(T, P, gone, 3))
+    assert gone not in ids(db, "kayak")
+    assert len(ids(db, "kayak")) == 1
