@@ -494,12 +494,12 @@ class _Lane:
             for term in plan.match
             if self.index.older(term, lo, hi, RARE_DOCS + 1) <= RARE_DOCS
         ]
-        first = hi + 1
-        if rare:
-            for rowid, score in self.index.scored(rare, lo, hi, None):
-                scores.setdefault(rowid, score)
-                first = min(first, rowid)
-        return first
+        if not rare:
+            return hi + 1
+        rows = self.index.scored(rare, lo, hi, None)
+        for rowid, score in rows:
+            scores.setdefault(rowid, score)
+        return min((rowid for rowid, _ in rows), default=hi + 1)
 
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
         boosted = scores

@@ -315,13 +315,15 @@ class MemIndex:
         """For each rowid, the scope's ``width`` documents just before it (within ``span``
         rowids, nearest first) and its ``width`` source documents just after it."""
         ids = self.ids
+        at = np.array(docs, dtype=np.int64)
+        first = ids.searchsorted(at - span, "left").tolist()
+        start = ids.searchsorted(at, "left").tolist()
+        end = ids.searchsorted(at, "right").tolist()
+        last = ids.searchsorted(np.minimum(at + span, CLAIM_BASE - 1), "right").tolist()
         out = []
-        for rowid in docs:
-            a = int(ids.searchsorted(rowid - span, "left"))
-            b = int(ids.searchsorted(rowid, "left"))
+        for i, rowid in enumerate(docs):
+            a, b, c, d = first[i], start[i], end[i], last[i]
             before = ids[max(a, b - width) : b][::-1].tolist()
-            c = int(ids.searchsorted(rowid, "right"))
-            d = int(ids.searchsorted(min(rowid + span, CLAIM_BASE - 1), "right"))
             after = ids[c : min(d, c + width)].tolist()
             out.append((rowid, before + after))
         return out
