@@ -239,3 +239,16 @@ def test_another_connections_delete_is_seen_by_a_warm_server(db: MemoryDb, db_pa
         other.delete(DeleteRequest(T, P, gone, 3))
     assert gone not in ids(db, "kayak")
     assert len(ids(db, "kayak")) == 1
+
+
+def test_a_scope_too_large_to_keep_is_searched_through_fts(
+    db: MemoryDb, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(4):
+        remember(db, f"owl sighting {i}", at=i + 1)
+    first = ids(db, "owl")
+    monkeypatch.setattr(memindex, "MAX_DOCS", 3)
+    assert ids(db, "owl") == first and ids(db, "owl sighting") == first
+    conn = db._connect()
+    assert scope_tag(T, P) not in conn.lexical_memory  # type: ignore[attr-defined]
+    assert scope_tag(T, P) in conn.lexical_memory_off  # type: ignore[attr-defined]

@@ -141,6 +141,10 @@ class MemIndex:
         self.seq = int(
             conn.execute("SELECT coalesce(max(seq), 0) FROM zkr_search_log").fetchone()[0]
         )
+        row = conn.execute("SELECT docs FROM zkr_search_scopes WHERE scope = ?", (self.tag,))
+        count = row.fetchone()
+        if count is not None and int(count[0]) > MAX_DOCS:
+            raise Unavailable("scope too large to keep in memory")
         self.docs = {}
         found: dict[str, tuple[list[int], list[int], list[int]]] = {}
         self.length = 0
@@ -359,6 +363,10 @@ def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
     if indexes is None:
         indexes = {}
         conn.lexical_memory = indexes  # type: ignore[attr-defined]
+        conn.lexical_memory_off = set()  # type: ignore[attr-defined]
+    off: set[str] = conn.lexical_memory_off  # type: ignore[attr-defined]
+    if tag in off:
+        return None
     index = indexes.pop(tag, None)
     mark = change_mark(conn)
     try:
@@ -368,6 +376,7 @@ def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
         else:
             index.refresh(conn, mark)
     except Unavailable:
+        off.add(tag)  # (too large, or no change log here: FTS5 for this connection's life)
         return None
     indexes[tag] = index  # most recently used last
     while len(indexes) > MAX_SCOPES:
