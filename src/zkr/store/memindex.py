@@ -58,6 +58,10 @@ class Unavailable(Exception):
     """The index cannot be kept in memory (no epoch or log, too large): use FTS5."""
 
 
+class TooLarge(Unavailable):
+    """The scope holds more than :data:`MAX_DOCS` documents (FTS5 for the connection's life)."""
+
+
 class _Postings:
     """One term's documents: rowids ascending, the term's count in each, each one's length."""
 
@@ -144,13 +148,13 @@ class MemIndex:
         row = conn.execute("SELECT docs FROM zkr_search_scopes WHERE scope = ?", (self.tag,))
         count = row.fetchone()
         if count is not None and int(count[0]) > MAX_DOCS:
-            raise Unavailable("scope too large to keep in memory")
+            raise TooLarge("scope too large to keep in memory")
         self.docs = {}
         found: dict[str, tuple[list[int], list[int], list[int]]] = {}
         self.length = 0
         for rowid, kind, target, body in conn.execute(_CONTENT_SQL, (self.tag,)):
             if len(self.docs) >= MAX_DOCS:
-                raise Unavailable("scope too large to keep in memory")
+                raise TooLarge("scope too large to keep in memory")
             self._add(rowid, kind, target, body, found)
         self.terms = {term: _postings(*lists) for term, lists in found.items()}
         self.ids = np.array(sorted(self.docs), dtype=np.int64)
@@ -375,8 +379,9 @@ def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
             index.build(conn)
         else:
             index.refresh(conn, mark)
-    except Unavailable:
-        off.add(tag)  # (too large, or no change log here: FTS5 for this connection's life)
+    except Unavailable as exc:
+        if isinstance(exc, TooLarge):
+            off.add(tag)  # not tried again on this connection
         return None
     indexes[tag] = index  # most recently used last
     while len(indexes) > MAX_SCOPES:
