@@ -34,9 +34,14 @@ reasons, docs/retrieval-experiments.md the measurements.
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
 Scores are SQLite doubles and every order has a total tie-break, so a search is deterministic
-for a given database state. What a search learns about a document that depends on that state
-only (its text, the targets it stands for, its neighbours) is kept on the connection until the
-file changes (:class:`_Cache`), so later searches skip those reads; the ranking is the same.
+for a given database state. The index is read through FTS5 (:class:`SqliteIndex`) or, from a
+connection's :data:`MEMORY_AFTER`-th search on (a long-lived process: ``zkr serve``, ``zkr
+mcp``, the library), from the copy of the scope that :mod:`zkr.store.memindex` keeps in memory
+and brings up to date from the index's change log: the same reads, bit for bit, without FTS5's
+per-statement pass over every match of every term. What a search learns about a document
+that depends on that state only (its text, the targets it stands for, its neighbours) is kept
+on the connection until the file changes (:class:`_Cache`), so later searches skip those
+reads; the ranking is the same.
 """
 
 import json
@@ -71,6 +76,7 @@ LIFT = 0.5
 COMMON_MIN_DOCS = 16
 COMMON_SHARE = 0.9
 LABEL_BOOST = 1.5
+MEMORY_AFTER = 2
 
 CACHE_DOCS = 50_000
 _SOURCE_END = CLAIM_BASE - 1
@@ -137,11 +143,11 @@ def plan_query(
 
 # --------------------------------------------------------------------------- SQL
 
-# One round of scored matches in a rowid range (sources or claims), newest first. Only rowid
-# and bm25 are read (both come from the index); terms are scope-tagged, so every match is in
-# the request's scope.
+# One round of scored matches in a rowid range (sources or claims), newest first, with their
+# score (minus bm25: higher is better). Only rowid and bm25 are read (both come from the
+# index); terms are scope-tagged, so every match is in the request's scope.
 _SCORED_SQL = """
-SELECT rowid, bm25(zkr_fts) FROM zkr_fts
+SELECT rowid, -bm25(zkr_fts) FROM zkr_fts
 WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi
 ORDER BY rowid DESC LIMIT :n
 """
@@ -151,7 +157,7 @@ SELECT count(*) FROM (SELECT 1 FROM zkr_fts
                       WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi LIMIT :n)
 """
 _ALL_SQL = """
-SELECT rowid, bm25(zkr_fts) FROM zkr_fts WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi
+SELECT rowid, -bm25(zkr_fts) FROM zkr_fts WHERE zkr_fts MATCH :expr AND rowid BETWEEN :lo AND :hi
 """
 # The documents in a rowid range holding a label term and a matched term (:expr is
 # "(labels) AND (terms)").
@@ -200,7 +206,8 @@ FROM json_each(:rowids) AS h
 class Index(Protocol):
     """What the lane reads from zkr's index of one scope: :class:`SqliteIndex` (FTS5) here,
     :class:`zkr.store.pg.search.PgIndex` (``tsvector``/GIN) on PostgreSQL. ``scored`` returns
-    (document, bm25) pairs, FTS5's bm25 (lower is better)."""
+    (document, score) pairs, the score being minus FTS5's bm25 (higher is better);
+    :class:`zkr.store.memindex.MemIndex` is the same reads from memory."""
 
     def stats(self, tag: str) -> tuple[int, int]: ...
     def doc_freqs(self, tagged: Sequence[str]) -> dict[str, int]: ...
@@ -248,7 +255,7 @@ class SqliteIndex:
         else:
             params = {"expr": expr, "lo": lo, "hi": hi, "n": n}
             rows = self.conn.execute(_SCORED_SQL, params).fetchall()
-        return rows  # (rowid, bm25) tuples as they come
+        return rows  # (rowid, -bm25) tuples as they come
 
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         params = {"expr": _quote(term), "lo": lo, "hi": hi, "n": n}
@@ -277,13 +284,34 @@ class SqliteIndex:
         ]
 
 
-def open_index(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> Index:
-    """The scope's index on this connection's backend."""
+def open_index(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, memory: bool = False
+) -> Index:
+    """The scope's index on this connection's backend; with ``memory``, the connection's
+    in-memory copy (:mod:`zkr.store.memindex`, same answers) when it can keep one. Inside a
+    read transaction."""
     if is_postgres(conn):
         from zkr.store.pg.search import PgIndex
 
         return PgIndex(conn, tenant_id, person_id)  # type: ignore[arg-type]
+    if memory:
+        from zkr.store import memindex  # numpy: long-lived processes only
+
+        kept = memindex.for_scope(conn, scope_tag(tenant_id, person_id))
+        if kept is not None:
+            return kept
     return SqliteIndex(conn, tenant_id, person_id)
+
+
+def _long_lived(conn: sqlite3.Connection) -> bool:
+    """Whether this connection's searches use the in-memory index: from its
+    :data:`MEMORY_AFTER`-th search on (a one-shot CLI call never builds it), zkr's connections
+    only."""
+    if not isinstance(conn, Connection):
+        return False
+    count: int = getattr(conn, "lexical_searches", 0) + 1
+    conn.lexical_searches = count  # type: ignore[attr-defined]
+    return count >= MEMORY_AFTER
 
 
 # --------------------------------------------------------------------------- the cache
@@ -291,9 +319,9 @@ def open_index(conn: sqlite3.Connection, tenant_id: str, person_id: str) -> Inde
 
 class _Cache:
     """What a search learnt about documents that holds until the file changes: each
-    document's (kind, target id, body), the targets it stands for and its neighbours.
+    document's (kind, target id, body), its terms, the targets it stands for and its neighbours.
 
-    All three are functions of the database state, the scope and the time mode only, so they
+    All four are functions of the database state, the scope and the time mode only, so they
     are kept on zkr's connection (:class:`zkr.store.driver.Connection`) under ``key`` =
     (:func:`zkr.store.driver.change_mark` read inside the search's read transaction, tenant,
     person, ``as_of``): any commit by anyone moves the mark and the next search starts afresh.
@@ -305,6 +333,7 @@ class _Cache:
         self.docs: dict[int, tuple[str, str, str]] = {}
         self.targets: dict[int, list[Target]] = {}
         self.near: dict[int, list[int]] = {}
+        self.tokens: dict[int, list[str]] = {}
 
 
 def _cache(conn: sqlite3.Connection, key: tuple[object, ...]) -> _Cache:
@@ -344,7 +373,7 @@ class _Lane:
             self.params["v"] = as_of.valid_at
             self.params["r"] = as_of.recorded_at
         self.as_of = as_of
-        if isinstance(index, SqliteIndex):
+        if not is_postgres(conn):
             key = (change_mark(conn), tenant_id, person_id, as_of)
             self.cache = _cache(conn, key)
         else:
@@ -356,17 +385,28 @@ class _Lane:
         self.seen: set[int] = set()  # documents the ranking has looked at (see _rank)
         self.plan: QueryPlan | None = None
         self._points: dict[int, int] = {}
+        self._shapes: dict[tuple[int, ...], int] = {}
+        self._terms: list[str] = []
 
     def points(self, rowid: int) -> int:
         """The relevance of one resolved document (:mod:`zkr.store.relevance`)."""
-        if rowid not in self._points:
+        got = self._points.get(rowid)
+        if got is None:
             assert self.plan is not None
-            body = self.docs[rowid][2].split()
-            counts = {term: body.count(term) for term, _ in self.plan.weights}
-            self._points[rowid] = relevance.basis_points(
-                self.plan.weights, counts, len(body), self.plan.avg_length
-            )
-        return self._points[rowid]
+            body = self.cache.tokens.get(rowid)
+            if body is None:
+                body = self.cache.tokens[rowid] = self.docs[rowid][2].split()
+            # a function of the query terms' counts and the length only: computed once each
+            shape = (len(body), *[body.count(term) for term in self._terms])
+            got = self._shapes.get(shape)
+            if got is None:
+                counts = dict(zip(self._terms, shape[1:], strict=True))
+                got = relevance.basis_points(
+                    self.plan.weights, counts, len(body), self.plan.avg_length
+                )
+                self._shapes[shape] = got
+            self._points[rowid] = got
+        return got
 
     def _query(self, sql: str, **params: object) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, {**self.params, **params}).fetchall()
@@ -422,39 +462,44 @@ class _Lane:
         scores: dict[int, float] = {}
         ranges = [(1, _SOURCE_END), (CLAIM_BASE, _CLAIM_END)]
         window = WINDOW_ROWS
+        oldest: dict[int, int] = {}  # per range (its lo): the oldest document scored in it
         while True:
             exhausted = True
             next_ranges = []
             for lo, hi in ranges:
                 rows = self.index.scored(plan.match, lo, hi, window)
-                scores.update({rowid: -bm25 for rowid, bm25 in rows})
+                scores.update(rows)
+                if rows:  # (newest first)
+                    oldest[lo] = min(oldest.get(lo, rows[-1][0]), rows[-1][0])
                 if len(rows) == window:
                     exhausted = False
                     if window == WINDOW_ROWS:
-                        self._rescue_rare(plan, lo, rows[-1][0] - 1, scores)
+                        rescued = self._rescue_rare(plan, lo, rows[-1][0] - 1, scores)
+                        oldest[lo] = min(oldest[lo], rescued)
                     next_ranges.append((lo, rows[-1][0] - 1))
                 if plan.labels and rows and lo < CLAIM_BASE:
-                    oldest = min(rowid for rowid in scores if lo <= rowid <= hi)
-                    self.labelled.update(self.index.labelled(plan.labels, plan.match, oldest, hi))
+                    found = self.index.labelled(plan.labels, plan.match, oldest[lo], hi)
+                    self.labelled.update(found)
             order = self._rank(scores, cut)
             if exhausted or sum(len(self.targets[r]) for r in order) >= cut:
                 return order
             ranges = next_ranges
             window *= 2  # few eligible documents: widen geometrically
 
-    def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> None:
-        """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches."""
+    def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> int:
+        """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches;
+        returns the oldest one (``hi + 1`` when none)."""
         rare = [
             term
             for term in plan.match
             if self.index.older(term, lo, hi, RARE_DOCS + 1) <= RARE_DOCS
         ]
-        if rare:
-            for rowid, bm25 in self.index.scored(rare, lo, hi, None):
-                scores.setdefault(rowid, -bm25)
-
-    def _boost(self, rowid: int) -> float:
-        return LABEL_BOOST if rowid in self.labelled else 1.0
+        if not rare:
+            return hi + 1
+        rows = self.index.scored(rare, lo, hi, None)
+        for rowid, score in rows:
+            scores.setdefault(rowid, score)
+        return min((rowid for rowid, _ in rows), default=hi + 1)
 
     def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
         boosted = scores
@@ -492,8 +537,10 @@ class _Lane:
         self.seen.update(lifted)
         self.check(lifted)
         eligible.extend(rowid for rowid in lifted if self.targets[rowid])
+        labelled = self.labelled
         self.final = {
-            rowid: (scores[rowid] + LIFT * lift.get(rowid, 0.0)) * self._boost(rowid)
+            rowid: (scores[rowid] + LIFT * lift.get(rowid, 0.0))
+            * (LABEL_BOOST if rowid in labelled else 1.0)
             for rowid in eligible
         }
         # ties (equal bm25 on the informative terms) go to the document matching more of the
@@ -535,12 +582,13 @@ def lexical_search(
     """
     if cut <= 0:
         return []
-    index = open_index(conn, tenant_id, person_id)
+    index = open_index(conn, tenant_id, person_id, _long_lived(conn))
     plan = plan_query(conn, tenant_id, person_id, query, index)
     if not plan.match:
         return []
     lane = _Lane(conn, tenant_id, person_id, as_of, index)
     lane.plan = plan
+    lane._terms = [term for term, _ in plan.weights]
     best: dict[Target, int] = {}
     for rowid in lane.scored(plan, cut):
         if len(best) >= cut and not any(target in best for target in lane.targets[rowid]):

@@ -26,7 +26,7 @@ from zkr.model import (
     TargetKind,
 )
 from zkr.store.db import read_tx
-from zkr.store.driver import is_postgres
+from zkr.store.driver import Connection, change_mark, is_postgres
 from zkr.store.eligibility import (
     CLAIM_CITATION,
     CLAIM_CITATION_AS_OF,
@@ -83,7 +83,10 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     with read_tx(conn):
         ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
         if query_embedding is None or req.as_of is not None:
-            items = materialize_all(conn, req.tenant_id, req.person_id, ranked[:limit], req.as_of)
+            known = _known(conn, req.tenant_id, req.person_id, req.as_of)
+            items = materialize_all(
+                conn, req.tenant_id, req.person_id, ranked[:limit], req.as_of, known
+            )
             return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
         from zkr.store import embedconfig, fusion, lanescan
 
@@ -109,7 +112,8 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
             )
             scored = fusion.dense_order(candidates, req.query, calibration[0])
         fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
-        items = materialize_all(conn, req.tenant_id, req.person_id, fused, req.as_of)
+        known = _known(conn, req.tenant_id, req.person_id, req.as_of)
+        items = materialize_all(conn, req.tenant_id, req.person_id, fused, req.as_of, known)
     return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
 
 
@@ -200,19 +204,43 @@ def materialize(
     return materialize_all(conn, tenant_id, person_id, [(target, relevance)], as_of)[0]
 
 
+KNOWN_TARGETS = 20_000
+
+
+def _known(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, as_of: AsOf | None
+) -> dict[Target, tuple[str, str]] | None:
+    """The connection's record of materialised targets (excerpt text, citation) for this
+    scope and time mode, valid while the file's change mark stands (like the lexical lane's
+    cache: :func:`zkr.store.driver.change_mark`, read inside the caller's read transaction);
+    ``None`` on connections zkr did not open. At most :data:`KNOWN_TARGETS` are kept."""
+    if not isinstance(conn, Connection):
+        return None
+    key = (change_mark(conn), tenant_id, person_id, as_of)
+    kept: tuple[object, dict[Target, tuple[str, str]]] | None = getattr(conn, "known_targets", None)
+    if kept is None or kept[0] != key or len(kept[1]) > KNOWN_TARGETS:
+        kept = (key, {})
+        conn.known_targets = kept  # type: ignore[attr-defined]
+    return kept[1]
+
+
 def materialize_all(
     conn: sqlite3.Connection,
     tenant_id: str,
     person_id: str,
     ranked: Sequence[tuple[Target, int]],
     as_of: AsOf | None,
+    known: dict[Target, tuple[str, str]] | None = None,
 ) -> list[RetrievalItem]:
     """:func:`materialize` of each ``(target, relevance)`` (distinct targets), in order, with
-    one statement per target kind. Raises ``NotFound`` when any one cannot be."""
+    one statement per target kind. Raises ``NotFound`` when any one cannot be. ``known``:
+    targets materialised before on the same file state, scope and time mode (:func:`_known`);
+    read from it and added to."""
+    found: dict[Target, tuple[str, str]] = {} if known is None else known
     wanted: dict[TargetKind, list[str]] = {}
     for target, _ in ranked:
-        wanted.setdefault(target.kind, []).append(target.id)
-    found: dict[Target, tuple[str, str]] = {}
+        if target not in found:
+            wanted.setdefault(target.kind, []).append(target.id)
     for kind, ids in wanted.items():
         params: dict[str, object] = {"t": tenant_id, "p": person_id}
         name = kind.value

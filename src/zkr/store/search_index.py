@@ -19,7 +19,13 @@ Layout (all created together, in one transaction):
 * ``zkr_search_terms``: tagged term → number of the scope's documents holding it;
   ``zkr_search_scopes``: scope tag → documents and total terms (for IDF and average length).
 * ``zkr_search_queue``: (kind, target) changed since the last drain, in write order.
-* ``zkr_search_meta``: index format version and the next rowids.
+* ``zkr_search_meta``: index format version, the next rowids and the ``epoch`` (random, new
+  whenever the index is (re)built).
+* ``zkr_search_log``: the rowid of every document removed or (re)inserted, in order (``seq``),
+  written by two triggers on ``zkr_search_map`` (so by whichever process drains) and cut to the
+  last :data:`LOG_KEEP` entries. With the epoch it tells a process that keeps the index in memory
+  (:mod:`zkr.store.memindex`) exactly which documents changed since it last looked. An index
+  built before the log existed gets it (and an epoch) at the next drain (``upgrade``).
 * triggers ``zkr_search_*`` on ``sources`` and ``claims`` (insert, delete, and updates of the
   text, scope or ``deleted_at``) that only append to the queue. They are plain SQL, so the
   reference fires them too when it writes to a file zkr has indexed.
@@ -33,6 +39,7 @@ the index in the connection's ``temp`` schema instead, which shadows the file's 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import zlib
 from collections import Counter
@@ -45,6 +52,7 @@ from zkr.store.terms import document_terms
 INDEX_VERSION = "2"  # 2: label terms (zkr.store.terms, item 4)
 CLAIM_BASE = 1 << 40
 DRAIN_BATCH = 2000
+LOG_KEEP = 20_000
 
 _TRIGGER_NAMES = (
     "zkr_search_source_insert",
@@ -62,6 +70,7 @@ _TABLES = (
     "zkr_search_queue",
     "zkr_search_meta",
 )
+_LOG_TRIGGER_NAMES = ("zkr_search_log_insert", "zkr_search_log_delete")
 
 
 def scope_tag(tenant_id: str, person_id: str) -> str:
@@ -88,7 +97,29 @@ def _schema(prefix: str) -> list[str]:
         f"{table} zkr_search_queue (seq INTEGER PRIMARY KEY, kind TEXT NOT NULL,"
         " target TEXT NOT NULL)",
         f"{table} zkr_search_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+        *_log_schema(prefix),
     ]
+
+
+def _log_schema(prefix: str) -> list[str]:
+    """The change log of the index in schema ``prefix`` ('' or 'temp.'): the table and the two
+    triggers on ``zkr_search_map`` (one row per document a drain removed or inserted)."""
+    table = "CREATE TEMP TABLE" if prefix else "CREATE TABLE"
+    trigger = "CREATE TEMP TRIGGER" if prefix else "CREATE TRIGGER"
+    return [
+        f"{table} zkr_search_log (seq INTEGER PRIMARY KEY, doc INTEGER NOT NULL)",
+        f"{trigger} {_LOG_TRIGGER_NAMES[0]} AFTER INSERT ON {prefix}zkr_search_map BEGIN"
+        " INSERT INTO zkr_search_log (doc) VALUES (NEW.doc); END",
+        f"{trigger} {_LOG_TRIGGER_NAMES[1]} AFTER DELETE ON {prefix}zkr_search_map BEGIN"
+        " INSERT INTO zkr_search_log (doc) VALUES (OLD.doc); END",
+    ]
+
+
+def _new_epoch(conn: sqlite3.Connection, prefix: str) -> None:
+    conn.execute(
+        f"INSERT OR REPLACE INTO {prefix}zkr_search_meta (key, value) VALUES ('epoch', ?)",
+        (os.urandom(8).hex(),),
+    )
 
 
 def _trigger(name: str, event: str, table: str, kind: str, row: str) -> str:
@@ -124,7 +155,8 @@ TRIGGERS = (
 
 
 def _state(conn: sqlite3.Connection) -> str:
-    """'temp' (this connection's private copy is in use), 'ready', 'queued' or 'missing'."""
+    """'temp' (this connection's private copy is in use), 'ready', 'queued', 'upgrade' (current
+    but without the change log) or 'missing'."""
     if conn.execute("SELECT 1 FROM sqlite_temp_master WHERE name = 'zkr_fts'").fetchone():
         return "temp"
     names = {
@@ -138,6 +170,8 @@ def _state(conn: sqlite3.Connection) -> str:
     row = conn.execute("SELECT value FROM zkr_search_meta WHERE key = 'version'").fetchone()
     if row is None or row[0] != INDEX_VERSION:
         return "missing"
+    if "zkr_search_log" not in names or not names.issuperset(_LOG_TRIGGER_NAMES):
+        return "upgrade"
     if conn.execute("SELECT 1 FROM zkr_search_queue LIMIT 1").fetchone():
         return "queued"
     return "ready"
@@ -168,17 +202,22 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) and state == "queued":
+        if "locked" in str(exc) and state in ("queued", "upgrade"):
             return  # another writer held the file past the busy timeout: search what is indexed
         if "readonly" not in str(exc):
             raise
+        if state == "upgrade":  # current, only without the log (memindex: not kept in memory)
+            _remember(conn, mark)
+            return
         _build_private(conn)
         return
     try:
         state = _state(conn)  # another process may have done it while we waited
         if state == "missing":
             _build(conn)
-        elif state == "queued":
+        elif state in ("queued", "upgrade"):
+            if state == "upgrade":
+                _add_log(conn)
             drain(conn)
     except sqlite3.OperationalError as exc:
         conn.execute("ROLLBACK")
@@ -209,8 +248,17 @@ def drop(conn: sqlite3.Connection) -> None:
 def _drop(conn: sqlite3.Connection) -> None:
     for name in _TRIGGER_NAMES:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
-    for name in _TABLES:
+    for name in (*_TABLES, "zkr_search_log"):  # (its triggers go with zkr_search_map)
         conn.execute(f"DROP TABLE IF EXISTS {name}")
+
+
+def _add_log(conn: sqlite3.Connection) -> None:
+    """Give an index built before the change log existed its log and an epoch (caller's
+    write transaction)."""
+    conn.execute("DROP TABLE IF EXISTS zkr_search_log")
+    for sql in _log_schema(""):
+        conn.execute(sql)
+    _new_epoch(conn, "")
 
 
 def _enqueue_everything(conn: sqlite3.Connection) -> None:
@@ -235,8 +283,10 @@ def _build(conn: sqlite3.Connection) -> None:
         " ('next_source', '1'), ('next_claim', ?)",
         (INDEX_VERSION, str(CLAIM_BASE)),
     )
+    _new_epoch(conn, "")
     _enqueue_everything(conn)
     drain(conn)
+    conn.execute("DELETE FROM zkr_search_log")  # a new epoch: nobody reads what came before
 
 
 def _build_private(conn: sqlite3.Connection) -> None:
@@ -248,8 +298,10 @@ def _build_private(conn: sqlite3.Connection) -> None:
         " ('next_source', '1'), ('next_claim', ?)",
         (INDEX_VERSION, str(CLAIM_BASE)),
     )
+    _new_epoch(conn, "temp.")
     _enqueue_everything(conn)
     drain(conn)
+    conn.execute("DELETE FROM temp.zkr_search_log")
 
 
 # --------------------------------------------------------------------------- drain
@@ -278,6 +330,11 @@ def drain(conn: sqlite3.Connection) -> int:
             (DRAIN_BATCH,),
         ).fetchall()
         if not rows:
+            # the log keeps the last LOG_KEEP entries (a reader further behind rebuilds)
+            conn.execute(
+                "DELETE FROM zkr_search_log WHERE seq <= (SELECT max(seq) FROM zkr_search_log) - ?",
+                (LOG_KEEP,),
+            )
             return done
         order: dict[tuple[str, str], None] = {}
         for _, kind, target in rows:

@@ -401,13 +401,13 @@ class PgIndex:
         self, terms: Sequence[str], lo: int, hi: int, n: int | None
     ) -> list[tuple[int, float]]:
         """Documents in ``[lo, hi]`` matching any of ``terms``, newest first (at most ``n``),
-        with their bm25 values."""
+        with their scores (minus the bm25 value: higher is better)."""
         query = tsquery(terms)
         if not query:
             return []
         rows = self._matches("terms @@ %s::tsquery AND doc BETWEEN %s AND %s", [query, lo, hi], n)
         bm25 = self._scorer(terms)
-        return [(row[0], bm25(row[3])) for row in rows]
+        return [(row[0], -bm25(row[3])) for row in rows]
 
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         """How many documents in ``[lo, hi]`` hold ``term`` (counting stops at ``n``)."""
