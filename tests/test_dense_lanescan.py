@@ -240,12 +240,10 @@ def test_lanes_it_does_not_serve(db: MemoryDb, db_path: str, fast: None) -> None
         assert lanescan.scored(fresh.conn, T, P, dot, 5) is None
 
 
-def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, fast: None) -> None:
-    build_lane(db, db_path, seed=13, size=50)
-    query = unit(random.Random(6), 8)
-    warm(db_path, query, 100)
+def cli_search(db_path: str, query: list[float], text: str, limit: int) -> tuple[Any, bool]:
+    """A hybrid ``search`` through a fresh CLI process: its pack, and whether it imported numpy."""
     request = json.dumps(
-        {"tenant_id": T, "person_id": P, "query": "note", "limit": 10}
+        {"tenant_id": T, "person_id": P, "query": text, "limit": limit}
         | {"query_embedding": {"vector": query, "model": M, "version": V}}
     )
     child = (
@@ -260,12 +258,20 @@ def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, 
         env=env,
         check=True,
     )
-    assert out.stderr.decode().endswith("NONUMPY")
+    return json.loads(out.stdout), not out.stderr.decode().endswith("NONUMPY")
+
+
+def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, fast: None) -> None:
+    build_lane(db, db_path, seed=13, size=50)
+    query = unit(random.Random(6), 8)
+    warm(db_path, query, 100)
+    pack_json, numpy_loaded = cli_search(db_path, query, "note", 10)
+    assert not numpy_loaded
     # the same pack as the numpy lane gives in this process
     lanescan.FORCE = False
     shutil.rmtree(db_path + ".zkr-vectors")
     pack = db.search(SearchRequest(T, P, "note", 10, QueryEmbedding(query, M, V)))
-    assert json.loads(out.stdout) == pack.to_json()
+    assert pack_json == pack.to_json()
 
 
 def test_a_primed_lane_is_searched_without_numpy_on_the_first_cli_call(
@@ -285,21 +291,6 @@ def test_a_primed_lane_is_searched_without_numpy_on_the_first_cli_call(
     side = Path(db_path + ".zkr-vectors")
     assert list(side.glob("*.rows")) and list(side.glob("*.fast"))
     query = unit(rng, 8)
-    request = json.dumps(
-        {"tenant_id": T, "person_id": P, "query": "zzz", "limit": 3}
-        | {"query_embedding": {"vector": query, "model": M, "version": V}}
-    )
-    child = (
-        "import sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
-        "sys.stderr.write('NUMPY' if 'numpy' in sys.modules else 'NONUMPY')\nsys.exit(code)\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
-    out = subprocess.run(
-        [sys.executable, "-c", child, "--db", db_path, "search"],
-        input=request.encode(),
-        capture_output=True,
-        env=env,
-        check=True,
-    )
-    assert out.stderr.decode().endswith("NONUMPY")
-    assert len(json.loads(out.stdout)["items"]) == 3
+    pack_json, numpy_loaded = cli_search(db_path, query, "zzz", 3)
+    assert not numpy_loaded
+    assert len(pack_json["items"]) == 3
