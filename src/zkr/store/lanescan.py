@@ -42,7 +42,7 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from zkr.errors import InvalidInput
-from zkr.model import TARGET_RANK, Distance, Normalization, QueryEmbedding, Target, TargetKind
+from zkr.model import TARGET_RANK, Distance, QueryEmbedding, Target, TargetKind
 from zkr.store import changes, sidepaths
 from zkr.store.driver import is_postgres
 from zkr.store.eligibility import one_per_capture
@@ -248,9 +248,7 @@ def read_lane(path: str, scope: tuple[str, str, str, str]) -> LaneView | None:
             generation=str(header["generation"]),
             seq=int(header["seq"]),
             schema=int(header.get("schema", -1)),
-            config=None
-            if config is None
-            else LaneConfig(int(config[0]), Normalization(config[1]), Distance(config[2])),
+            config=None if config is None else LaneConfig.from_json(config),
             columns=columns.cast("q"),
             kinds=kinds,
             ids=ids,
@@ -295,10 +293,10 @@ def read_vectors(path: str, scope: tuple[str, str, str, str], config: LaneConfig
         configs: list[LaneConfig] = []
         chosen = None
         view = memoryview(data)
-        for dimension, normalization, distance, columns in header["configs"]:
-            this = LaneConfig(int(dimension), Normalization(normalization), Distance(distance))
+        for entry in header["configs"]:
+            this = LaneConfig.from_json(entry)
             configs.append(this)
-            rows, cols = int(dimension), int(columns)
+            rows, cols = this.dimension, int(entry[3])
             offset = _aligned(offset)
             norms_at = _aligned(offset + 4 * rows * cols)
             if rows <= 0 or cols <= 0 or norms_at + 4 * cols > total:
@@ -336,7 +334,7 @@ def read_rows(
         if found is None:
             return None
         header, offset = found
-        wanted = [config.dimension, config.normalization.value, config.distance.value]
+        wanted = config.to_json()
         if (
             header.get("lane") != list(scope)
             or header.get("token") != token

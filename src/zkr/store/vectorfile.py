@@ -50,7 +50,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from zkr.model import Distance, Normalization
 from zkr.store.sidepaths import (  # re-exported: the paths and their switch
     enabled as enabled,
     lane_path as lane_path,
@@ -133,11 +132,9 @@ def read(path: Path, scope: tuple[str, str, str, str], rows: bool = True) -> Sna
             configs: list[LaneConfig] = []
             matrices: list[npt.NDArray[np.float32]] = []
             norms: list[npt.NDArray[np.float32]] = []
-            for dimension, normalization, distance, columns in header["configs"]:
-                configs.append(
-                    LaneConfig(int(dimension), Normalization(normalization), Distance(distance))
-                )
-                shape = (int(dimension), int(columns))
+            for entry in header["configs"]:
+                configs.append(LaneConfig.from_json(entry))
+                shape = (configs[-1].dimension, int(entry[3]))
                 offset = _aligned(offset)
                 end = _aligned(offset + 4 * shape[0] * shape[1]) + 4 * shape[1]
                 if shape[0] <= 0 or shape[1] <= 0 or end > total:
@@ -213,8 +210,7 @@ def write_columns(
             "token": token,
             "rows": len(rowids),
             "configs": [
-                [c.dimension, c.normalization.value, c.distance.value, int(m.shape[1])]
-                for c, m in zip(configs, matrices, strict=True)
+                [*c.to_json(), int(m.shape[1])] for c, m in zip(configs, matrices, strict=True)
             ],
             "meta": sum(map(len, meta)),
         }
@@ -288,21 +284,26 @@ class LaneState:
     extra: str = ""
     schema: int = -1  # the file's PRAGMA schema_version the rowids are valid for
 
+    def arrays(self) -> tuple[npt.NDArray[Any], ...]:
+        """The state's arrays in the order the lane state file holds them (and the ``.fast``
+        index's key counts them: :func:`zkr.store.lanescan.state_key`)."""
+        return (
+            self.columns,
+            self.kinds,
+            self.ids,
+            self.pair_rows,
+            self.pair_starts,
+            self.row_ids,
+            self.pos_rowids,
+            self.pos_keys,
+            self.pos_caps,
+            self.stale,
+        )
+
 
 def write_state(path: Path, scope: tuple[str, str, str, str], lane: LaneState) -> None:
     """Atomically replace the lane state file (failures ignored: it is a cache)."""
-    arrays = (
-        lane.columns,
-        lane.kinds,
-        lane.ids,
-        lane.pair_rows,
-        lane.pair_starts,
-        lane.row_ids,
-        lane.pos_rowids,
-        lane.pos_keys,
-        lane.pos_caps,
-        lane.stale,
-    )
+    arrays = lane.arrays()
     header = json.dumps(
         {
             "lane": list(scope),
@@ -311,9 +312,7 @@ def write_state(path: Path, scope: tuple[str, str, str, str], lane: LaneState) -
             "schema": lane.schema,
             "generation": lane.generation,
             "seq": lane.seq,
-            "config": None
-            if (c := lane.config) is None
-            else [c.dimension, c.normalization, c.distance],
+            "config": None if (c := lane.config) is None else c.to_json(),
             "source_of": lane.source_of,
             "arrays": [[str(a.dtype), len(a)] for a in arrays],
         }
@@ -367,9 +366,7 @@ def read_state(path: Path, scope: tuple[str, str, str, str]) -> LaneState | None
             token=str(header["token"]),
             generation=str(header["generation"]),
             seq=int(header["seq"]),
-            config=None
-            if config is None
-            else LaneConfig(int(config[0]), Normalization(config[1]), Distance(config[2])),
+            config=None if config is None else LaneConfig.from_json(config),
             columns=columns,
             kinds=kinds,
             ids=ids,

@@ -15,7 +15,7 @@ import sys
 from array import array
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from zkr.errors import InvalidInput
 from zkr.model import Distance, Normalization, QueryEmbedding
@@ -50,6 +50,16 @@ class LaneConfig(NamedTuple):
             _NORMALIZATION_RANK[self.normalization],
             _DISTANCE_RANK[self.distance],
         )
+
+    def to_json(self) -> list[int | str]:
+        """The form side-file headers hold: ``[dimension, normalization, distance]``."""
+        return [self.dimension, self.normalization.value, self.distance.value]
+
+    @classmethod
+    def from_json(cls, value: Sequence[Any]) -> LaneConfig:
+        """The inverse of :meth:`to_json` (its first three items). Raises ``ValueError``,
+        ``TypeError`` or ``IndexError`` for a header that does not hold one."""
+        return cls(int(value[0]), Normalization(value[1]), Distance(value[2]))
 
 
 @lru_cache(maxsize=256)

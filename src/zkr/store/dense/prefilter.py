@@ -69,18 +69,7 @@ def write_index(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.L
         if over is None or over.token != lane.extra or over.configs != [config]:
             return False
         norms.append(np.asarray(over.norms[0]))
-    arrays = (
-        lane.columns,
-        lane.kinds,
-        lane.ids,
-        lane.pair_rows,
-        lane.pair_starts,
-        lane.row_ids,
-        lane.pos_rowids,
-        lane.pos_keys,
-        lane.pos_caps,
-        lane.stale,
-    )
+    arrays = lane.arrays()
     key = lanescan.state_key(
         lane.token, lane.extra, lane.generation, lane.seq, lane.schema, [len(a) for a in arrays]
     )
@@ -131,7 +120,7 @@ def write_rows(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.La
     header = {
         "lane": list(scope),
         "token": snap.token,
-        "config": [config.dimension, config.normalization.value, config.distance.value],
+        "config": config.to_json(),
         "columns": int(matrix.shape[1]),
     }
     if not isinstance(matrix, np.memmap):
