@@ -188,3 +188,50 @@ def test_lengthening_a_cut_line_keeps_its_citation_whole(db: MemoryDb) -> None:
         for line in block.text.splitlines():
             if line.startswith("- "):
                 assert line.endswith((whole, short)), (budget, line)
+
+
+_CLUSTERS = [
+    "👨\u200d👩\u200d👧\u200d👦",  # a family: four emoji joined by zero-width joiners
+    "🏳\ufe0f\u200d🌈",  # a flag sequence with a variation selector
+    "👍🏽",  # a skin tone modifier
+    "🇵🇹",  # a regional-indicator pair
+    "e\u0301\u0327",  # a letter and two combining marks
+    "\u1100\u1161\u11a8",  # Hangul jamo making one syllable
+    "\r\n",
+]
+
+
+@settings(max_examples=300)
+@given(
+    text=st.lists(st.sampled_from(_CLUSTERS) | st.text(max_size=3), max_size=30).map("".join),
+    cap=st.integers(min_value=3, max_value=200),
+)
+def test_a_cut_never_splits_a_grapheme_cluster(text: str, cap: int) -> None:
+    """A cut keeps whole grapheme clusters, as many as fit (it cut an emoji sequence after a
+    zero-width joiner; newcomer finding)."""
+    import regex
+
+    from zkr.context import ELLIPSIS, _clip
+
+    clipped = _clip(text, cap)
+    assert len(clipped.encode()) <= cap
+    if len(text.encode()) <= cap:
+        assert clipped == text
+        return
+    assert clipped.endswith(ELLIPSIS)
+    kept = clipped[: -len(ELLIPSIS)]
+    clusters = regex.findall(r"\X", text)
+    taken = regex.findall(r"\X", kept)
+    assert taken == clusters[: len(taken)]
+    room = cap - len(ELLIPSIS.encode())
+    assert len(kept.encode()) + len(clusters[len(taken)].encode()) > room  # the most that fit
+
+
+def test_context_lines_cut_between_emoji_sequences(db: MemoryDb) -> None:
+    family = _CLUSTERS[0]
+    remember(db, "family " + family * 80)
+    for budget in range(60, 400, 7):
+        for line in build_context(db, T, P, "family", max_bytes=budget).text.splitlines():
+            if "…" in line and line.startswith("- family "):
+                cut = line[len("- family ") : line.index("…")]
+                assert cut == family * (len(cut) // len(family)), (budget, line)
