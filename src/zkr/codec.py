@@ -100,10 +100,12 @@ _DECODER = json.JSONDecoder(
 )
 
 
-def parse_json(data: bytes | str) -> Any:
+def parse_json(data: bytes | str, *, lone_surrogates: bool = False) -> Any:
     """Decode exactly one JSON value (optionally surrounded by whitespace).
 
     Raises :class:`RequestError` for anything serde_json would refuse (spec/cli.md §4).
+    ``lone_surrogates=True`` lets a ``\\uD800`` escape through, for a caller that reports it
+    later with more context (``zkr import``: the line still gets its key, then fails alone).
     """
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
@@ -133,7 +135,8 @@ def parse_json(data: bytes | str) -> Any:
         line = text.count("\n", 0, offset) + 1
         column = offset - (text.rfind("\n", 0, offset) + 1) + 1
         raise RequestError(f"trailing characters at line {line} column {column}")
-    _check_surrogates(value)
+    if not lone_surrogates:
+        _check_surrogates(value)
     return value
 
 
