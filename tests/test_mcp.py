@@ -355,6 +355,10 @@ def test_arguments_of_the_wrong_json_type_are_refused_not_coerced(db_path: str) 
             "invalid type for `claim.valid_from`: a string",
         ),
         ("delete", {"source_id": "a" * 32, "deleted_at": 1.5}, "invalid type for `deleted_at`"),
+        # out of the CLI's range: named by the field too, not only "expected i64"
+        ("search", {"query": "x", "valid_at": 2**63}, "invalid value for `valid_at`: "),
+        ("remember", {"text": "a", "captured_at": 10**30}, "invalid value for `captured_at`: "),
+        ("context", {"query": "x", "max_bytes": 2**32}, "invalid value for `max_bytes`: "),
     ]
 
     async def session() -> list[Any]:

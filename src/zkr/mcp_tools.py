@@ -25,6 +25,7 @@ from pydantic import Field, ValidationError
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from zkr import __version__
+from zkr.codec import I64_MAX, I64_MIN, U32_MAX
 from zkr.context import DEFAULT_MAX_BYTES
 from zkr.errors import ZkrError
 from zkr.memory import MemoryDb
@@ -36,7 +37,7 @@ SourceKind = Literal[
 ClaimKind = Literal["fact", "profile_fact", "preference", "task", "skill", "recommendation"]
 UnixTime = Annotated[
     int | None,
-    Field(description="Integer Unix seconds; leave it out for now.", ge=0, strict=True),
+    Field(description="Integer Unix seconds; leave it out for now.", ge=0, le=I64_MAX, strict=True),
 ]
 Limit = Annotated[
     int,
@@ -75,7 +76,12 @@ class Claim(TypedDict):
     valid_from: NotRequired[
         Annotated[
             int,
-            Field(description="Unix seconds it became true; default: captured_at.", strict=True),
+            Field(
+                description="Unix seconds it became true; default: captured_at.",
+                ge=I64_MIN,
+                le=I64_MAX,
+                strict=True,
+            ),
         ]
     ]
 
@@ -331,7 +337,13 @@ def build_server(
     def context(
         query: Annotated[str, Field(description="The user's message or topic.")],
         max_bytes: Annotated[
-            int, Field(description="Size budget of the block in UTF-8 bytes.", ge=0, strict=True)
+            int,
+            Field(
+                description="Size budget of the block in UTF-8 bytes.",
+                ge=0,
+                le=U32_MAX,
+                strict=True,
+            ),
         ] = DEFAULT_MAX_BYTES,
         limit: Limit = 10,
     ) -> str:
