@@ -15,6 +15,9 @@ from zkr import MemoryDb, RequestError
 from zkr.model import (
     ClaimInput,
     ClaimKind,
+    CorrectRequest,
+    DeleteRequest,
+    EraseRequest,
     ExportRequest,
     Locator,
     RememberRequest,
@@ -85,6 +88,26 @@ def test_limits_are_unsigned(db: MemoryDb) -> None:
         db.search(SearchRequest(T, P, "q", -1))
     with pytest.raises(RequestError, match="field `limit`"):
         db.export(ExportRequest(T, P, 1, limit=-5))
+
+
+@pytest.mark.parametrize("flag", [0, None, "", "false", 1.0])
+def test_a_flag_that_is_no_bool_erases_nothing(db: MemoryDb, db_path: str, flag: Any) -> None:
+    """``erase(dry_run=0)`` (or ``None``) erased for real: a bool field took any truthiness
+    (found hunting the newcomer findings' class); the CLI refuses ``"dry_run": 0`` too."""
+    gone = remember(db, "the secret to forget")
+    db.delete(DeleteRequest(T, P, gone.source_id, 20))
+    before = dump(db_path)
+    for request in (
+        EraseRequest(T, P, dry_run=flag),
+        EraseRequest(T, P, dry_run=False, propagate=flag),
+    ):
+        with pytest.raises(
+            RequestError, match=r"^field `\w+`: invalid type: .*, expected a boolean$"
+        ):
+            db.erase(request)
+    with pytest.raises(RequestError, match=r"^field `profile_follows`: invalid type"):
+        db.correct(CorrectRequest(T, P, "c" * 32, "t", "v", 30, 30, profile_follows=flag))
+    assert dump(db_path) == before
 
 
 def test_well_typed_requests_pass() -> None:

@@ -258,10 +258,7 @@ class Fields:
         """An optional boolean (absent: ``default``; ``null`` is a type error, as elsewhere)."""
         if name not in self.data:
             return default
-        value = self.data[name]
-        if not isinstance(value, bool):
-            raise RequestError(f"invalid type: {_describe(value)}, expected a boolean")
-        return value
+        return expect_bool(self.data[name])
 
     # -- strings
     def string(self, name: str) -> str:
@@ -346,6 +343,12 @@ class Fields:
 def expect_str(value: Any) -> str:
     if not isinstance(value, str):
         raise RequestError(f"invalid type: {_describe(value)}, expected a string")
+    return value
+
+
+def expect_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise RequestError(f"invalid type: {_describe(value)}, expected a boolean")
     return value
 
 
