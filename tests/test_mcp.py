@@ -232,6 +232,8 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
     [
         (["--host", "0.0.0.0"], "--host must be a loopback address"),
         (["--tenant", " "], "--tenant must not be blank"),
+        (["--tenant", "\u3000"], "--tenant must not be blank"),
+        (["--person", "me\udcff"], "--person must be UTF-8 text"),  # the byte 0xff in argv
         (["--port", "70000"], "--port out of range: 70000"),
         (["--bogus"], "unrecognized arguments: --bogus"),
     ],
