@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED, cli
-from zkr import InvalidInput, MemoryDb, RequestError
+from zkr import InvalidInput, MemoryDb, RequestError, StorageError
 from zkr.errors import ECHO_LIMIT
 from zkr.model import EmbedPendingRequest
 
@@ -220,4 +220,33 @@ def test_embed_pending_checks_its_request_like_every_command(tmp_path: Path) -> 
             db.embed_pending(EmbedPendingRequest(batch="5"))  # type: ignore[arg-type]
         with pytest.raises(RequestError, match=r"^field `model`: invalid type"):
             db.embed_pending(EmbedPendingRequest(model=5))  # type: ignore[arg-type]
+    assert not path.exists()
+
+
+def test_a_path_that_is_not_utf8_is_echoed_not_an_internal_error(tmp_path: Path) -> None:
+    """A path's bytes that are not UTF-8 (``\\udcfe`` after Python's ``surrogateescape``) made
+    every message echoing it ``internal error: UnicodeEncodeError`` (found hunting the newcomer
+    findings' class): they are shown as U+FFFD, and such a path still opens."""
+    missing = str(tmp_path / "nowhere" / "memory\udcfe.db")
+    shown = missing.replace("\udcfe", "\ufffd")
+    message = cli(missing, "reviews", {"tenant_id": "t1", "person_id": "p1"}).error()
+    assert message == f"unable to open database file: {shown}"
+    assert cli(None, argv=["serve", "--db", missing]).error() == message
+    argv = ["import", "--db", missing, "--tenant", "t", "--person", "p", missing]
+    assert cli(None, argv=argv).error() == f"cannot read {shown}: No such file or directory"
+    with pytest.raises(StorageError) as raised:
+        MemoryDb.open(missing)
+    assert raised.value.message == message
+    odd = str(tmp_path / "memory\udcfe.db")  # a legal file name all the same
+    assert cli(odd, "reviews", {"tenant_id": "t1", "person_id": "p1"}).json() == []
+    assert os.listdir(tmp_path) == [os.fsdecode(b"memory\xfe.db")]
+
+
+def test_import_refuses_a_scope_that_is_not_utf8(tmp_path: Path) -> None:
+    """``zkr import --person $'\\xff'`` failed every turn alone; now one error, nothing opened."""
+    path = tmp_path / "memory.db"
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text('{"text": "hello", "created_at": 5}\n', encoding="utf-8")
+    argv = ["import", "--db", str(path), "--tenant", "t", "--person", "p\udcff", str(turns)]
+    assert cli(None, argv=argv).error() == "--person must be UTF-8 text"
     assert not path.exists()

@@ -91,6 +91,14 @@ def has_lone_surrogate(text: str) -> bool:
     return False
 
 
+def require_utf8(text: str, name: str) -> None:
+    """Raise ``RequestError('<name> must be UTF-8 text')`` for a command-line value whose bytes
+    were not UTF-8 (Python decodes argv with ``surrogateescape``): every request made with it
+    would fail on its lone surrogate."""
+    if has_lone_surrogate(text):
+        raise RequestError(f"{name} must be UTF-8 text")
+
+
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_no_duplicates,
     parse_constant=_reject_constant,

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
-from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json
+from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
 from zkr.errors import RequestError, ZkrError
 from zkr.output import respond
 
@@ -439,6 +439,8 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     try:
         path, tenant, person, fmt, file = _parse_args(argv)
         require_scope(tenant, person)
+        require_utf8(tenant, "--tenant")
+        require_utf8(person, "--person")
         fmt, turns = read_turns(file, fmt)
         with MemoryDb.open(path) as db:
             bar = None

@@ -23,7 +23,7 @@ import socket
 import sys
 from typing import NamedTuple, NoReturn
 
-from zkr.codec import cli_dumps, has_lone_surrogate
+from zkr.codec import cli_dumps, require_utf8
 from zkr.errors import RequestError, ZkrError
 from zkr.text import is_blank
 
@@ -71,8 +71,7 @@ def parse_options(argv: list[str]) -> Options:
         value = str(getattr(args, name))
         if is_blank(value):  # (the scope rule's Unicode White_Space)
             raise RequestError(f"--{name} must not be blank")
-        if has_lone_surrogate(value):  # bytes that are not UTF-8: every tool call would fail
-            raise RequestError(f"--{name} must be UTF-8 text")
+        require_utf8(value, f"--{name}")
     if not _is_loopback(args.host):
         raise RequestError(f"--host must be a loopback address (zkr mcp has no auth): {args.host}")
     if not 0 < args.port < 65536:
