@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import P, T, cli, dump, remember
@@ -235,3 +236,15 @@ def test_context_lines_cut_between_emoji_sequences(db: MemoryDb) -> None:
             if "…" in line and line.startswith("- family "):
                 cut = line[len("- family ") : line.index("…")]
                 assert cut == family * (len(cut) // len(family)), (budget, line)
+
+
+def test_build_context_checks_its_arguments_like_the_command(db: MemoryDb) -> None:
+    """``build_context(db, t, p, None)`` raised ``AttributeError`` (found hunting the newcomer
+    findings' class): its arguments are checked as a ``ContextRequest`` first."""
+    with pytest.raises(RequestError, match=r"^field `query`: invalid type: null"):
+        build_context(db, T, P, None)  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `tenant_id`: invalid type: integer"):
+        build_context(db, 5, P, "x")  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `limit`: invalid type: string"):
+        build_context(db, T, P, "x", limit="5")  # type: ignore[arg-type]
+    assert build_context(db, T, P, "\u3000").items == []  # blank by the one rule: no search

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import P, T, dump, remember
-from zkr import MemoryDb, RequestError
+from zkr import MemoryDb, RequestError, StorageError
 from zkr.model import (
     ClaimInput,
     ClaimKind,
@@ -186,3 +186,14 @@ def test_schema_too_new_is_exported() -> None:
     import zkr
 
     assert "SchemaTooNew" in zkr.__all__ and zkr.SchemaTooNew.__module__ == "zkr.errors"
+
+
+def test_a_closed_deferred_handle_does_not_reopen_its_file(tmp_path: Path) -> None:
+    """A deferred handle closed before its first call opened (created) the file on the next
+    call and kept that connection; it now fails like a closed opened handle."""
+    path = tmp_path / "memory.db"
+    for handle in (MemoryDb.deferred(path), MemoryDb.open(tmp_path / "other.db")):
+        handle.close()
+        with pytest.raises(StorageError, match=r"^Cannot operate on a closed database\.$"):
+            handle.search(SearchRequest(T, P, "q"))
+    assert not path.exists()

@@ -68,10 +68,14 @@ def build_context(
     README's JSON shapes). A blank ``query`` skips the search. Raises
     :class:`zkr.ZkrError` for a bad scope or a negative bound, as the commands do.
     """
+    from zkr.text import is_blank
+
+    bounds = (max_bytes, limit, profile_limit, review_limit, min_relevance_basis_points)
+    model.validate(model.ContextRequest(tenant_id, person_id, query, *bounds))  # types first
     if max_bytes < 0:
         raise RequestError("max_bytes must not be negative")
     items: list[model.RetrievalItem] = []
-    if query.strip():
+    if not is_blank(query):
         pack = db.search(model.SearchRequest(tenant_id, person_id, query, limit))
         items = [i for i in pack.items if i.relevance_basis_points >= min_relevance_basis_points]
     profiles = db.profiles(model.LimitRequest(tenant_id, person_id, profile_limit))

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from zkr import model
-from zkr.errors import MissingDependency, RequestError, ZkrError
+from zkr.errors import MissingDependency, RequestError, StorageError, ZkrError
 from zkr.store import db
 from zkr.store.driver import unexpected_content
 
@@ -117,6 +117,7 @@ class MemoryDb:
         self._conn = conn
         self.path = path
         self._lock = _CallGuard()
+        self._closed = False
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> MemoryDb:
@@ -155,6 +156,8 @@ class MemoryDb:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
+            if self._closed:  # a deferred handle closed before its first call: do not reopen
+                raise StorageError("Cannot operate on a closed database.")
             self._conn = db.connect(self.path)
         return self._conn
 
@@ -168,6 +171,7 @@ class MemoryDb:
     def close(self) -> None:
         """Close the connection (waits for a call running in another thread)."""
         with self._lock:
+            self._closed = True
             if self._conn is not None:
                 self._conn.close()
 
