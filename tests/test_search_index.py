@@ -184,3 +184,18 @@ def _queued(path: str) -> int:
         return int(conn.execute("SELECT count(*) FROM zkr_search_queue").fetchone()[0])
     finally:
         conn.close()
+
+
+def test_a_read_only_handle_sees_later_writes_by_others(tmp_path: Path) -> None:
+    """The private copy was built once per connection: a long-lived read-only handle never found
+    what another process remembered later. It is now rebuilt after the next commit."""
+    path = str(tmp_path / "ro.db")
+    with MemoryDb.open(path) as db:
+        remember(db, "hiking boots are in the garage")  # no search yet: no index in the file
+        with MemoryDb.open(f"file:{path}?mode=ro") as reader:
+            assert found(reader, "boots") == ["hiking boots are in the garage"]
+            remember(db, "rain boots by the door")
+            assert sorted(found(reader, "boots")) == [
+                "hiking boots are in the garage",
+                "rain boots by the door",
+            ]
