@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import P, T, cli, dump, remember
@@ -188,3 +189,62 @@ def test_lengthening_a_cut_line_keeps_its_citation_whole(db: MemoryDb) -> None:
         for line in block.text.splitlines():
             if line.startswith("- "):
                 assert line.endswith((whole, short)), (budget, line)
+
+
+_CLUSTERS = [
+    "👨\u200d👩\u200d👧\u200d👦",  # a family: four emoji joined by zero-width joiners
+    "🏳\ufe0f\u200d🌈",  # a flag sequence with a variation selector
+    "👍🏽",  # a skin tone modifier
+    "🇵🇹",  # a regional-indicator pair
+    "e\u0301\u0327",  # a letter and two combining marks
+    "\u1100\u1161\u11a8",  # Hangul jamo making one syllable
+    "\r\n",
+]
+
+
+@settings(max_examples=300)
+@given(
+    text=st.lists(st.sampled_from(_CLUSTERS) | st.text(max_size=3), max_size=30).map("".join),
+    cap=st.integers(min_value=3, max_value=200),
+)
+def test_a_cut_never_splits_a_grapheme_cluster(text: str, cap: int) -> None:
+    """A cut keeps whole grapheme clusters, as many as fit (it cut an emoji sequence after a
+    zero-width joiner; newcomer finding)."""
+    import regex
+
+    from zkr.context import ELLIPSIS, _clip
+
+    clipped = _clip(text, cap)
+    assert len(clipped.encode()) <= cap
+    if len(text.encode()) <= cap:
+        assert clipped == text
+        return
+    assert clipped.endswith(ELLIPSIS)
+    kept = clipped[: -len(ELLIPSIS)]
+    clusters = regex.findall(r"\X", text)
+    taken = regex.findall(r"\X", kept)
+    assert taken == clusters[: len(taken)]
+    room = cap - len(ELLIPSIS.encode())
+    assert len(kept.encode()) + len(clusters[len(taken)].encode()) > room  # the most that fit
+
+
+def test_context_lines_cut_between_emoji_sequences(db: MemoryDb) -> None:
+    family = _CLUSTERS[0]
+    remember(db, "family " + family * 80)
+    for budget in range(60, 400, 7):
+        for line in build_context(db, T, P, "family", max_bytes=budget).text.splitlines():
+            if "…" in line and line.startswith("- family "):
+                cut = line[len("- family ") : line.index("…")]
+                assert cut == family * (len(cut) // len(family)), (budget, line)
+
+
+def test_build_context_checks_its_arguments_like_the_command(db: MemoryDb) -> None:
+    """``build_context(db, t, p, None)`` raised ``AttributeError`` (found hunting the newcomer
+    findings' class): its arguments are checked as a ``ContextRequest`` first."""
+    with pytest.raises(RequestError, match=r"^field `query`: invalid type: null"):
+        build_context(db, T, P, None)  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `tenant_id`: invalid type: integer"):
+        build_context(db, 5, P, "x")  # type: ignore[arg-type]
+    with pytest.raises(RequestError, match=r"^field `limit`: invalid type: string"):
+        build_context(db, T, P, "x", limit="5")  # type: ignore[arg-type]
+    assert build_context(db, T, P, "\u3000").items == []  # blank by the one rule: no search

@@ -381,7 +381,7 @@ def test_bad_jsonl_lines_fail_alone_with_their_line_numbers(tmp_path: Path) -> N
         (1, "expected a JSON object"),
         (2, "field `text` must be a string"),
         (3, "field `text`: lone surrogate in string"),
-        (5, "not valid JSON: Expecting value"),
+        (5, "not valid JSON: expected ident at line 1 column 1"),
         (6, "missing field `text`"),
         (7, "field `created_at` must be whole Unix seconds or an ISO 8601 string, got 1.7"),
         (8, 'field `timestamp` must be whole Unix seconds or an ISO 8601 string, got "soon"'),
@@ -477,7 +477,7 @@ def test_deeply_nested_json_is_an_error_not_a_crash(tmp_path: Path) -> None:
     lines.write_text(f'{{"text":"a{sep}b","created_at":1}}\n{deep}\n', encoding="utf-8")
     summary = run_import(db_path, lines).json()
     assert (summary["stored"], summary["failed"]) == (1, 1)
-    assert summary["errors"] == [{"error": "not valid JSON: nested too deeply", "line": 2}]
+    assert summary["errors"] == [{"error": "not valid JSON: recursion limit exceeded", "line": 2}]
     assert [text for text, _, _ in contents(db_path)] == [f"user: a{sep}b"]
 
 
@@ -545,3 +545,40 @@ def test_a_summary_that_cannot_be_written_says_so_and_the_turns_stand(tmp_path: 
     ]
     assert len(contents(db_path)) == 3
     assert run_import(db_path, files["jsonl"]).json()["replayed"] == 3
+
+
+def test_jsonl_lines_follow_the_clis_json_rules(tmp_path: Path) -> None:
+    """A JSONL line with a duplicate field stored whichever came last, and ``NaN`` made a key
+    (``jsonl::nan``); such lines now fail alone, as the CLI refuses such a request."""
+    db_path = str(tmp_path / "memory.db")
+    file = tmp_path / "turns.jsonl"
+    lines = [
+        '{"text": "I love cats", "text": "I hate cats", "created_at": 5}',
+        '{"text": "a", "id": NaN, "created_at": 5}',
+        '{"text": "b", "created_at": 1e999}',
+        '{"text": "c", "id": ' + "9" * 5000 + ', "created_at": 5}',
+        '{"text": "kept", "created_at": 5}',
+    ]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = run_import(db_path, file).json()
+    assert [(e["line"], e["error"]) for e in summary["errors"]] == [
+        (1, "not valid JSON: duplicate field `text`"),
+        (2, "not valid JSON: invalid number `NaN`: NaN and Infinity are not JSON"),
+        (3, "not valid JSON: number out of range"),
+        (4, "not valid JSON: number out of range"),
+    ]
+    assert [text for text, _, _ in contents(db_path)] == ["user: kept"]
+
+
+def test_a_chat_export_with_an_overlong_number_is_one_error(tmp_path: Path) -> None:
+    """It was ``internal error: ValueError: Exceeds the limit (4300 digits)…``."""
+    db_path = str(tmp_path / "memory.db")
+    file = tmp_path / "conversations.json"
+    file.write_text('[{"mapping": {}, "create_time": ' + "9" * 5000 + "}]", encoding="utf-8")
+    message = run_import(db_path, file).error()
+    assert message == f"{file} is not valid JSON: number out of range"
+    assert not Path(db_path).exists()
+    file.write_text("[" + "9" * 5000 + ']\n{"text": "a"}\n', encoding="utf-8")  # auto-detection
+    message = run_import(db_path, file).error()
+    assert message == "cannot tell the file's format; pass --format chatgpt, claude or jsonl"
+    assert not Path(db_path).exists()

@@ -11,10 +11,13 @@ from typing import Any
 import pytest
 
 from tests.conftest import P, T, dump, remember
-from zkr import MemoryDb, RequestError
+from zkr import MemoryDb, RequestError, StorageError
 from zkr.model import (
     ClaimInput,
     ClaimKind,
+    CorrectRequest,
+    DeleteRequest,
+    EraseRequest,
     ExportRequest,
     Locator,
     RememberRequest,
@@ -85,6 +88,26 @@ def test_limits_are_unsigned(db: MemoryDb) -> None:
         db.search(SearchRequest(T, P, "q", -1))
     with pytest.raises(RequestError, match="field `limit`"):
         db.export(ExportRequest(T, P, 1, limit=-5))
+
+
+@pytest.mark.parametrize("flag", [0, None, "", "false", 1.0])
+def test_a_flag_that_is_no_bool_erases_nothing(db: MemoryDb, db_path: str, flag: Any) -> None:
+    """``erase(dry_run=0)`` (or ``None``) erased for real: a bool field took any truthiness
+    (found hunting the newcomer findings' class); the CLI refuses ``"dry_run": 0`` too."""
+    gone = remember(db, "the secret to forget")
+    db.delete(DeleteRequest(T, P, gone.source_id, 20))
+    before = dump(db_path)
+    for request in (
+        EraseRequest(T, P, dry_run=flag),
+        EraseRequest(T, P, dry_run=False, propagate=flag),
+    ):
+        with pytest.raises(
+            RequestError, match=r"^field `\w+`: invalid type: .*, expected a boolean$"
+        ):
+            db.erase(request)
+    with pytest.raises(RequestError, match=r"^field `profile_follows`: invalid type"):
+        db.correct(CorrectRequest(T, P, "c" * 32, "t", "v", 30, 30, profile_follows=flag))
+    assert dump(db_path) == before
 
 
 def test_well_typed_requests_pass() -> None:
@@ -163,3 +186,14 @@ def test_schema_too_new_is_exported() -> None:
     import zkr
 
     assert "SchemaTooNew" in zkr.__all__ and zkr.SchemaTooNew.__module__ == "zkr.errors"
+
+
+def test_a_closed_deferred_handle_does_not_reopen_its_file(tmp_path: Path) -> None:
+    """A deferred handle closed before its first call opened (created) the file on the next
+    call and kept that connection; it now fails like a closed opened handle."""
+    path = tmp_path / "memory.db"
+    for handle in (MemoryDb.deferred(path), MemoryDb.open(tmp_path / "other.db")):
+        handle.close()
+        with pytest.raises(StorageError, match=r"^Cannot operate on a closed database\.$"):
+            handle.search(SearchRequest(T, P, "q"))
+    assert not path.exists()

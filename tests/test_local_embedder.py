@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import P, T, cli, remember
+from tests.conftest import P, T, cli, dump, remember
 from zkr import MemoryDb
 from zkr.model import (
     CorrectRequest,
@@ -409,3 +409,18 @@ def test_a_large_drain_leaves_the_lane_ready_for_a_fresh_process(
     with MemoryDb.open(db_path) as fresh:
         assert fresh.search(SearchRequest(T, P, "dairy", 3)).items[0].excerpt == LACTOSE
     assert read == []
+
+
+@pytest.mark.parametrize("value", ["abc", "-3", "1.5", "99999999999999999999"])
+def test_a_bad_thread_count_names_the_variable(
+    db_path: str, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """``ZKR_EMBED_THREADS=abc`` was ``internal error: ValueError: invalid literal for int()``."""
+    _fill(db_path)
+    before = dump(db_path)
+    monkeypatch.setenv("ZKR_EMBED_THREADS", value)
+    message = cli(db_path, "embed-pending", {}).error()
+    assert message == (
+        f"ZKR_EMBED_THREADS must be a whole number from 0 (every core) to 1024, not {value!r}"
+    )
+    assert dump(db_path) == before

@@ -174,7 +174,10 @@ def test_every_tool_over_stdio(db_path: str) -> None:
     assert seen["no_query"].is_error
     message = seen["no_query"].content[0].text
     assert message.startswith("Error executing tool search: ") and "http" not in message
-    assert "missing field `query`" in message and "invalid value for `limit`: " in message
+    assert (
+        "missing field `query`" in message
+        and "invalid type for `limit`: a string, expected an integer" in message
+    )
     assert seen["zero"]["items"][0]["memory"]["id"] == seen["corrected"]["claim_id"]
 
     with MemoryDb.open(db_path) as db:  # everything landed in the configured scope only
@@ -229,6 +232,8 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
     [
         (["--host", "0.0.0.0"], "--host must be a loopback address"),
         (["--tenant", " "], "--tenant must not be blank"),
+        (["--tenant", "\u3000"], "--tenant must not be blank"),
+        (["--person", "me\udcff"], "--person must be UTF-8 text"),  # the byte 0xff in argv
         (["--port", "70000"], "--port out of range: 70000"),
         (["--bogus"], "unrecognized arguments: --bogus"),
     ],
@@ -321,3 +326,51 @@ def test_a_shared_memory_index_deleted_under_the_server_loses_no_other_write(
     for query, found in (("Porto", 1), ("Acme", 1), ("Lisbon", 0)):
         pack = cli(db_path, "search", {**scope, "query": query}).json()
         assert len(pack["items"]) == found, query
+
+
+def test_arguments_of_the_wrong_json_type_are_refused_not_coerced(db_path: str) -> None:
+    """The SDK's lenient validation took ``"limit": "5"`` as 5 (newcomer finding): every tool
+    refuses a value of the wrong JSON type with a message naming the field, stores nothing."""
+    calls: list[tuple[str, dict[str, Any], str]] = [
+        ("search", {"query": "x", "limit": "5"}, "invalid type for `limit`: a string"),
+        ("search", {"query": "x", "limit": 5.0}, "invalid type for `limit`: a number"),
+        ("search", {"query": "x", "limit": True}, "invalid type for `limit`: a boolean"),
+        ("search", {"query": "x", "valid_at": "10"}, "invalid type for `valid_at`: a string"),
+        ("search", {"query": 5}, "invalid type for `query`: an integer"),
+        ("profiles", {"limit": "5"}, "invalid type for `limit`: a string"),
+        ("reviews", {"limit": 2.5}, "invalid type for `limit`: a number"),
+        ("context", {"query": "x", "max_bytes": "300"}, "invalid type for `max_bytes`: a string"),
+        ("get", {"kind": "source", "id": 7}, "invalid type for `id`: an integer"),
+        ("remember", {"text": "a", "captured_at": "10"}, "invalid type for `captured_at`"),
+        ("remember", {"text": ["a"]}, "invalid type for `text`: an array"),
+        (
+            "remember",
+            {"text": "a", "claim": {"subject": "u", "predicate": "p", "value": 3}},
+            "invalid type for `claim.value`: an integer",
+        ),
+        (
+            "remember",
+            {
+                "text": "a",
+                "claim": {"subject": "u", "predicate": "p", "value": "v", "valid_from": "1"},
+            },
+            "invalid type for `claim.valid_from`: a string",
+        ),
+        ("delete", {"source_id": "a" * 32, "deleted_at": 1.5}, "invalid type for `deleted_at`"),
+        # out of the CLI's range: named by the field too, not only "expected i64"
+        ("search", {"query": "x", "valid_at": 2**63}, "invalid value for `valid_at`: "),
+        ("remember", {"text": "a", "captured_at": 10**30}, "invalid value for `captured_at`: "),
+        ("context", {"query": "x", "max_bytes": 2**32}, "invalid value for `max_bytes`: "),
+    ]
+
+    async def session() -> list[Any]:
+        async with mcp.Client(_params(db_path, "--tenant", "t1", "--person", "p1")) as client:
+            return [await client.call_tool(tool, arguments) for tool, arguments, _ in calls]
+
+    results = asyncio.run(session())
+    for (tool, arguments, expected), result in zip(calls, results, strict=True):
+        assert result.is_error, (tool, arguments)
+        message = result.content[0].text
+        assert message.startswith(f"Error executing tool {tool}: {expected}"), message
+    with MemoryDb.open(db_path) as db:
+        assert db.search(SearchRequest("t1", "p1", "a")).items == []

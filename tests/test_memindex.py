@@ -252,3 +252,29 @@ def test_a_scope_too_large_to_keep_is_searched_through_fts(
     conn = db._connect()
     assert scope_tag(T, P) not in conn.lexical_memory  # type: ignore[attr-defined]
     assert scope_tag(T, P) in conn.lexical_memory_off  # type: ignore[attr-defined]
+
+
+def test_a_read_only_file_whose_old_index_has_a_queue_is_searched_exactly(
+    tmp_path: Path,
+) -> None:
+    """An index built before the change log, with records still queued (the reference wrote
+    them), in a file this process cannot write: the search answers from a private copy, not
+    from the stale index (the queued record is found)."""
+    path = str(tmp_path / "ro.db")
+    with MemoryDb.open(path) as db:
+        remember(db, "the red bicycle", at=1)
+        ids(db, "bicycle")
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("DROP TABLE zkr_search_log")
+        conn.execute("DROP TRIGGER zkr_search_log_insert")
+        conn.execute("DROP TRIGGER zkr_search_log_delete")
+        conn.execute("DELETE FROM zkr_search_meta WHERE key = 'epoch'")
+    conn.close()
+    with MemoryDb.open(path) as db:  # a write queues the new source (the triggers stay)
+        remember(db, "a blue bicycle", at=2)
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM zkr_search_queue").fetchone()[0] > 0
+    conn.close()
+    with MemoryDb.open(f"file:{path}?mode=ro") as reader:
+        assert len(ids(reader, "bicycle")) == 2

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SHARED, cli
-from zkr import InvalidInput, MemoryDb, RequestError
+from zkr import InvalidInput, MemoryDb, RequestError, StorageError
 from zkr.errors import ECHO_LIMIT
+from zkr.model import EmbedPendingRequest
 
 SEARCH = {"tenant_id": "t1", "person_id": "p1", "query": "hello"}
 REMEMBER = {
@@ -160,3 +161,92 @@ def test_library_messages_are_bounded_too() -> None:
     error = RequestError("unknown variant `" + "v" * 10_000 + "`, expected one of `a`, `b`")
     assert str(error).endswith("vvv`, expected one of `a`, `b`")
     assert len(str(error)) == 2 * ECHO_LIMIT + 1
+
+
+# --------------------------------------------------------------------------- newcomer findings
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        (
+            None,
+            "path must be a file path (str or os.PathLike) or a postgresql:// URL, not NoneType",
+        ),
+        (5, "path must be a file path (str or os.PathLike) or a postgresql:// URL, not int"),
+        ("memory\x00.db", "path must not contain a NUL character"),
+        ("memory\ud800.db", "path is not a valid file name: surrogates not allowed"),
+    ],
+)
+def test_a_path_that_is_no_file_name_is_a_request_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, path: object, message: str
+) -> None:
+    """``MemoryDb.open(None)`` raised a bare ``TypeError`` (newcomer finding)."""
+    monkeypatch.chdir(tmp_path)
+    for entry in (MemoryDb.open, MemoryDb.deferred):
+        with pytest.raises(RequestError) as raised:
+            entry(path)  # type: ignore[arg-type]
+        assert raised.value.message == message
+    assert os.listdir(tmp_path) == []
+    with MemoryDb.open(os.fsencode(tmp_path / "bytes.db")) as db:  # type: ignore[arg-type]
+        assert db.path == str(tmp_path / "bytes.db")
+
+
+def test_remember_many_of_no_iterable_is_a_request_error(tmp_path: Path) -> None:
+    with MemoryDb.open(tmp_path / "memory.db") as db:
+        for outcomes in (False, True):
+            with pytest.raises(RequestError, match="expected an iterable of requests"):
+                db.remember_many(None, outcomes=outcomes)  # type: ignore[call-overload]
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\t\n", "\u3000"])
+def test_a_blank_embed_model_is_refused_not_the_default(tmp_path: Path, blank: str) -> None:
+    """``embed-pending`` with ``"model": "  "`` silently used the default model (newcomer
+    finding): a blank name is a mistake, named by its field, before the file is opened."""
+    path = tmp_path / "memory.db"
+    assert cli(str(path), "embed-pending", {"model": blank}).error() == "model must not be empty"
+    assert not path.exists()
+    with MemoryDb.deferred(path) as db, pytest.raises(InvalidInput, match=r"^model must not"):
+        db.embed_pending(EmbedPendingRequest(model=blank))
+    assert not path.exists()
+
+
+def test_embed_pending_checks_its_request_like_every_command(tmp_path: Path) -> None:
+    path = tmp_path / "memory.db"
+    with MemoryDb.deferred(path) as db:
+        with pytest.raises(RequestError, match=r"expected a zkr\.model request"):
+            db.embed_pending(None)  # type: ignore[arg-type]
+        with pytest.raises(RequestError, match=r"^field `batch`: invalid type"):
+            db.embed_pending(EmbedPendingRequest(batch="5"))  # type: ignore[arg-type]
+        with pytest.raises(RequestError, match=r"^field `model`: invalid type"):
+            db.embed_pending(EmbedPendingRequest(model=5))  # type: ignore[arg-type]
+    assert not path.exists()
+
+
+def test_a_path_that_is_not_utf8_is_echoed_not_an_internal_error(tmp_path: Path) -> None:
+    """A path's bytes that are not UTF-8 (``\\udcfe`` after Python's ``surrogateescape``) made
+    every message echoing it ``internal error: UnicodeEncodeError`` (found hunting the newcomer
+    findings' class): they are shown as U+FFFD, and such a path still opens."""
+    missing = str(tmp_path / "nowhere" / "memory\udcfe.db")
+    shown = missing.replace("\udcfe", "\ufffd")
+    message = cli(missing, "reviews", {"tenant_id": "t1", "person_id": "p1"}).error()
+    assert message == f"unable to open database file: {shown}"
+    assert cli(None, argv=["serve", "--db", missing]).error() == message
+    argv = ["import", "--db", missing, "--tenant", "t", "--person", "p", missing]
+    assert cli(None, argv=argv).error() == f"cannot read {shown}: No such file or directory"
+    with pytest.raises(StorageError) as raised:
+        MemoryDb.open(missing)
+    assert raised.value.message == message
+    odd = str(tmp_path / "memory\udcfe.db")  # a legal file name all the same
+    assert cli(odd, "reviews", {"tenant_id": "t1", "person_id": "p1"}).json() == []
+    assert os.listdir(tmp_path) == [os.fsdecode(b"memory\xfe.db")]
+
+
+def test_import_refuses_a_scope_that_is_not_utf8(tmp_path: Path) -> None:
+    """``zkr import --person $'\\xff'`` failed every turn alone; now one error, nothing opened."""
+    path = tmp_path / "memory.db"
+    turns = tmp_path / "turns.jsonl"
+    turns.write_text('{"text": "hello", "created_at": 5}\n', encoding="utf-8")
+    argv = ["import", "--db", str(path), "--tenant", "t", "--person", "p\udcff", str(turns)]
+    assert cli(None, argv=argv).error() == "--person must be UTF-8 text"
+    assert not path.exists()

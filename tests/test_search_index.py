@@ -6,8 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import P, T, remember
-from zkr import MemoryDb
+from zkr import MemoryDb, StorageError
 from zkr.model import DeleteRequest, EraseRequest, ExportRequest, SearchRequest
 
 
@@ -146,3 +148,54 @@ def test_the_index_check_is_skipped_only_while_nothing_was_committed(
     db.erase(EraseRequest(T, P, dry_run=False))  # drops the index on this connection
     assert found(db, "kayak") == ["kayak paddles in the shed"]
     assert "zkr_search_queue" in zkr_objects(db_path)
+
+
+def test_a_search_answers_when_the_file_has_no_room_for_its_queue(
+    db: MemoryDb, db_path: str
+) -> None:
+    """A full disk (SQLITE_FULL, here ``max_page_count``) does not fail a search that cannot
+    write its queued index updates: it answers exactly from a private copy, the queue stays in
+    the file, and the first search after a commit (room again) drains it (newcomer finding)."""
+    first = remember(db, "kayak on the lake at dawn")
+    assert found(db, "kayak") == ["kayak on the lake at dawn"]
+    for i in range(40):  # enough queued text that draining it needs new pages
+        remember(db, f"kayak trip {i} along the northern shore with {i} friends and paddles")
+    db.delete(DeleteRequest(T, P, first.source_id, 20))  # queued too: must not come back
+    queued = _queued(db_path)
+    assert queued > 40
+    (pages,) = db.conn.execute("PRAGMA page_count").fetchone()
+    db.conn.execute(f"PRAGMA max_page_count = {pages}")
+    with pytest.raises(StorageError, match="database or disk is full"):
+        remember(db, "kayak " + " ".join(f"word{i}" for i in range(5000)))
+    assert len(found(db, "kayak")) == 10
+    assert found(db, "northern shore 17 friends")[0].startswith("kayak trip 17 ")
+    assert "kayak on the lake at dawn" not in found(db, "lake dawn")
+    assert _queued(db_path) == queued  # nothing drained, nothing lost
+    db.conn.execute(f"PRAGMA max_page_count = {pages * 100}")
+    remember(db, "a kayak seat cushion")  # a commit: the private copy is stale
+    assert found(db, "cushion") == ["a kayak seat cushion"]
+    assert _queued(db_path) == 0
+    assert "kayak on the lake at dawn" not in found(db, "lake dawn")
+
+
+def _queued(path: str) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        return int(conn.execute("SELECT count(*) FROM zkr_search_queue").fetchone()[0])
+    finally:
+        conn.close()
+
+
+def test_a_read_only_handle_sees_later_writes_by_others(tmp_path: Path) -> None:
+    """The private copy was built once per connection: a long-lived read-only handle never found
+    what another process remembered later. It is now rebuilt after the next commit."""
+    path = str(tmp_path / "ro.db")
+    with MemoryDb.open(path) as db:
+        remember(db, "hiking boots are in the garage")  # no search yet: no index in the file
+        with MemoryDb.open(f"file:{path}?mode=ro") as reader:
+            assert found(reader, "boots") == ["hiking boots are in the garage"]
+            remember(db, "rain boots by the door")
+            assert sorted(found(reader, "boots")) == [
+                "hiking boots are in the garage",
+                "rain boots by the door",
+            ]

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli, dump
+from tests.conftest import cli, dump, remember
 from zkr import MemoryDb, StorageError
-from zkr.model import DeleteRequest
+from zkr.model import DeleteRequest, SearchRequest
 
 REQUEST = {
     "tenant_id": "t1",
@@ -122,3 +122,33 @@ def test_a_value_of_the_wrong_type_in_the_file_is_a_storage_error(tmp_path: Path
     assert dump(path) == before
     with MemoryDb.open(path) as db, pytest.raises(StorageError, match="not what zkr expects"):
         db.delete(DeleteRequest("t1", "p1", source_id, 20))
+
+
+def test_a_search_answers_on_a_full_disk_with_index_updates_pending(tmp_path: Path) -> None:
+    """The search index's queue cannot be drained past the file size limit (EFBIG): the search
+    still answers, exactly, and the queue waits in the file (newcomer finding: it failed with
+    ``disk I/O error`` while export and browse worked)."""
+    path = str(tmp_path / "memory.db")
+    words = [f"w{i}" for i in range(3000)]
+    with MemoryDb.open(path) as db:
+        remember(db, "the first memory")
+        db.search(SearchRequest("t1", "p1", "first"))  # the index exists; the rest is queued
+        for i in range(40):
+            remember(
+                db, f"memory {i} " + " ".join(words[(i * 97 + j * 31) % 3000] for j in range(300))
+            )
+    before = dump(path)
+    request = {"tenant_id": "t1", "person_id": "p1", "query": "memory 7", "limit": 1}
+    proc = subprocess.run(
+        [sys.executable, "-m", "zkr", "--db", path, "search"],
+        input=json.dumps(request).encode(),
+        capture_output=True,
+        preexec_fn=lambda: _limited(64 * 1024),
+        timeout=120,
+        check=False,
+    )
+    assert proc.stderr == b"" and proc.returncode == 0
+    assert json.loads(proc.stdout)["items"][0]["excerpt"].startswith("memory 7 ")
+    assert dump(path) == before
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM zkr_search_queue").fetchone()[0] == 40

@@ -215,7 +215,7 @@ HELP: dict[str, CommandHelp] = {
             "(all optional; an empty stdin is {})",
             "tenant_id       string, with person_id: one scope (default: every scope)",
             "person_id       string",
-            "model           local model: built-in name or model directory",
+            "model           local model: built-in name or model directory, non-blank",
             "                (default $ZKR_EMBED_MODEL, else all-MiniLM-L6-v2)",
             "batch           int, distinct texts per transaction, default 64",
             "limit           int, most targets to embed now, default all",

@@ -91,6 +91,14 @@ def has_lone_surrogate(text: str) -> bool:
     return False
 
 
+def require_utf8(text: str, name: str) -> None:
+    """Raise ``RequestError('<name> must be UTF-8 text')`` for a command-line value whose bytes
+    were not UTF-8 (Python decodes argv with ``surrogateescape``): every request made with it
+    would fail on its lone surrogate."""
+    if has_lone_surrogate(text):
+        raise RequestError(f"{name} must be UTF-8 text")
+
+
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_no_duplicates,
     parse_constant=_reject_constant,
@@ -100,10 +108,12 @@ _DECODER = json.JSONDecoder(
 )
 
 
-def parse_json(data: bytes | str) -> Any:
+def parse_json(data: bytes | str, *, lone_surrogates: bool = False) -> Any:
     """Decode exactly one JSON value (optionally surrounded by whitespace).
 
     Raises :class:`RequestError` for anything serde_json would refuse (spec/cli.md §4).
+    ``lone_surrogates=True`` lets a ``\\uD800`` escape through, for a caller that reports it
+    later with more context (``zkr import``: the line still gets its key, then fails alone).
     """
     if isinstance(data, bytes):
         if data.startswith(b"\xef\xbb\xbf"):
@@ -135,7 +145,9 @@ def parse_json(data: bytes | str) -> Any:
         raise RequestError(f"trailing characters at line {line} column {column}")
     # A lone surrogate can only come from a \u escape when the text was decoded from UTF-8
     # (Python's decoder refuses encoded surrogates); a str argument may hold one raw.
-    if "\\u" in text or (not isinstance(data, bytes) and has_lone_surrogate(text)):
+    if not lone_surrogates and (
+        "\\u" in text or (not isinstance(data, bytes) and has_lone_surrogate(text))
+    ):
         _check_surrogates(value)
     return value
 
@@ -258,10 +270,7 @@ class Fields:
         """An optional boolean (absent: ``default``; ``null`` is a type error, as elsewhere)."""
         if name not in self.data:
             return default
-        value = self.data[name]
-        if not isinstance(value, bool):
-            raise RequestError(f"invalid type: {_describe(value)}, expected a boolean")
-        return value
+        return expect_bool(self.data[name])
 
     # -- strings
     def string(self, name: str) -> str:
@@ -346,6 +355,12 @@ class Fields:
 def expect_str(value: Any) -> str:
     if not isinstance(value, str):
         raise RequestError(f"invalid type: {_describe(value)}, expected a string")
+    return value
+
+
+def expect_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise RequestError(f"invalid type: {_describe(value)}, expected a boolean")
     return value
 
 

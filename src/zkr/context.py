@@ -10,11 +10,12 @@ tool.
 included. Lines are taken in a fixed priority — two memory lines for every profile line and
 every review line, each list in its own order (rank, newest first) — while they fit; a line that
 does not fit is skipped, so a later, shorter one may still get in. One line first gets at most a
-quarter of the budget (at least 160 bytes): longer excerpts are cut at a character boundary and
-end with ``…``. Then, in the same priority, a skipped line is cut to what is left when that
-keeps its citation whole and 16 bytes of text (so a small budget shows one cut line rather than
-nothing), and what is still left — the share of an empty section, say — lengthens the cut lines
-again, up to their full text. Sections keep their order (memories, profile, reviews).
+quarter of the budget (at least 160 bytes): longer excerpts are cut between two grapheme
+clusters (never inside an emoji sequence or a letter's combining marks) and end with ``…``.
+Then, in the same priority, a skipped line is cut to what is left when that keeps its citation
+whole and 16 bytes of text (so a small budget shows one cut line rather than nothing), and what
+is still left — the share of an empty section, say — lengthens the cut lines again, up to their
+full text. Sections keep their order (memories, profile, reviews).
 
 **A small budget still carries the top line.** When the first line in that priority (the best
 memory, or the first profile entry or review when no memory matched) does not fit even cut, it
@@ -67,10 +68,14 @@ def build_context(
     README's JSON shapes). A blank ``query`` skips the search. Raises
     :class:`zkr.ZkrError` for a bad scope or a negative bound, as the commands do.
     """
+    from zkr.text import is_blank
+
+    bounds = (max_bytes, limit, profile_limit, review_limit, min_relevance_basis_points)
+    model.validate(model.ContextRequest(tenant_id, person_id, query, *bounds))  # types first
     if max_bytes < 0:
         raise RequestError("max_bytes must not be negative")
     items: list[model.RetrievalItem] = []
-    if query.strip():
+    if not is_blank(query):
         pack = db.search(model.SearchRequest(tenant_id, person_id, query, limit))
         items = [i for i in pack.items if i.relevance_basis_points >= min_relevance_basis_points]
     profiles = db.profiles(model.LimitRequest(tenant_id, person_id, profile_limit))
@@ -276,9 +281,19 @@ def _cut_line(body: str, citation: str, cap: int) -> str:
 
 
 def _clip(text: str, cap: int) -> str:
-    """``text`` cut to at most ``cap`` UTF-8 bytes at a character boundary, marked with …"""
-    data = text.encode("utf-8")
-    if len(data) <= cap:
+    """``text`` cut to at most ``cap`` UTF-8 bytes, marked with …, at a grapheme cluster
+    boundary (Unicode's extended grapheme clusters, ``regex``'s ``\\X``): never inside a code
+    point, nor inside what a reader sees as one character (an emoji joined by zero-width
+    joiners, a flag, a letter and its combining marks)."""
+    if len(text.encode("utf-8")) <= cap:
         return text
+    import regex  # only a cut needs it (CLI start-up budget)
+
     room = max(0, cap - len(ELLIPSIS.encode("utf-8")))
-    return data[:room].decode("utf-8", errors="ignore") + ELLIPSIS
+    end = 0
+    for cluster in regex.finditer(r"\X", text):
+        room -= len(cluster.group().encode("utf-8"))
+        if room < 0:
+            break
+        end = cluster.end()
+    return text[:end] + ELLIPSIS

@@ -19,11 +19,18 @@ def bounded(message: str) -> str:
 
     Every fixed text zkr writes is far shorter than :data:`ECHO_LIMIT`, so only echoed input is
     ever cut, and the message's start and end (where the fixed words are) survive: ``applied
-    source 0123…cdef conflicts with the stored source payload``.
+    source 0123…cdef conflicts with the stored source payload``. A lone surrogate (a path's
+    bytes that are not UTF-8, decoded by Python with ``surrogateescape``) is shown as U+FFFD:
+    the message is always UTF-8 text, so writing it cannot fail.
     """
-    if len(message) <= 2 * ECHO_LIMIT + 1:
-        return message
-    return f"{message[:ECHO_LIMIT]}…{message[-ECHO_LIMIT:]}"
+    if len(message) > 2 * ECHO_LIMIT + 1:
+        message = f"{message[:ECHO_LIMIT]}…{message[-ECHO_LIMIT:]}"
+    if not message.isascii():
+        try:
+            message.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate: a path's non-UTF-8 bytes, say
+            message = "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in message)
+    return message
 
 
 class ZkrError(Exception):

@@ -49,7 +49,7 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
-from zkr.codec import I64_MAX, I64_MIN, cli_dumps
+from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
 from zkr.errors import RequestError, ZkrError
 from zkr.output import respond
 
@@ -211,12 +211,10 @@ def jsonl_turns(lines: Iterable[str]) -> Iterator[Turn]:
 
 def _jsonl_turn(number: int, line: str) -> Turn:
     """One JSONL line as a turn; raises ``ValueError`` with the reason it is not one."""
-    try:
-        item = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc.msg}") from None
-    except RecursionError:
-        raise ValueError("not valid JSON: nested too deeply") from None
+    try:  # the CLI's JSON rules: no NaN, no duplicate field, no number past a double
+        item = parse_json(line, lone_surrogates=True)
+    except RequestError as exc:
+        raise ValueError(f"not valid JSON: {exc.message}") from None
     if not isinstance(item, dict):
         raise ValueError("expected a JSON object")
     field = "text" if "text" in item else "content"
@@ -287,7 +285,7 @@ def detect_text(text: str) -> str:
         try:
             json.loads(first)
             return "jsonl"
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # (JSONDecodeError, or past the digit limit)
             pass
     raise RequestError("cannot tell the file's format; pass --format chatgpt, claude or jsonl")
 
@@ -335,6 +333,8 @@ def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
         ) from None
     except RecursionError:
         raise RequestError(f"{name} is not valid JSON: nested too deeply") from None
+    except ValueError:  # an integer literal longer than Python's digit limit
+        raise RequestError(f"{name} is not valid JSON: number out of range") from None
     _check_shape(fmt, data)
     return fmt, list(chatgpt_turns(data) if fmt == "chatgpt" else claude_turns(data))
 
@@ -439,6 +439,8 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     try:
         path, tenant, person, fmt, file = _parse_args(argv)
         require_scope(tenant, person)
+        require_utf8(tenant, "--tenant")
+        require_utf8(person, "--person")
         fmt, turns = read_turns(file, fmt)
         with MemoryDb.open(path) as db:
             bar = None

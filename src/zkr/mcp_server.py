@@ -23,8 +23,9 @@ import socket
 import sys
 from typing import NamedTuple, NoReturn
 
-from zkr.codec import cli_dumps
+from zkr.codec import cli_dumps, require_utf8
 from zkr.errors import RequestError, ZkrError
+from zkr.text import is_blank
 
 DEFAULT_PORT = 8765
 MISSING_SDK = "zkr mcp needs the MCP SDK: pip install 'zkr[mcp]'"
@@ -67,8 +68,10 @@ def parse_options(argv: list[str]) -> Options:
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"({DEFAULT_PORT})")
     args = parser.parse_args(argv)
     for name in ("tenant", "person"):
-        if not str(getattr(args, name)).strip():
+        value = str(getattr(args, name))
+        if is_blank(value):  # (the scope rule's Unicode White_Space)
             raise RequestError(f"--{name} must not be blank")
+        require_utf8(value, f"--{name}")
     if not _is_loopback(args.host):
         raise RequestError(f"--host must be a loopback address (zkr mcp has no auth): {args.host}")
     if not 0 < args.port < 65536:

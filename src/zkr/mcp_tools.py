@@ -5,8 +5,10 @@ never chooses the tenant or person) and the current time for any time the model 
 and runs it through the CLI's dispatch table (:func:`zkr.serve.run_command`). A failure comes
 back as a tool error carrying the CLI's message; arguments that do not fit a tool's schema come
 back as a short message naming the field (:func:`argument_error`), not pydantic's text with its
-links. ``limit`` takes 0 like the CLI (the default, 10). Results are the CLI's JSON values; the
-lists of ``profiles`` and ``reviews`` are wrapped in an object (MCP structured output is one).
+links; a value of the wrong JSON type is refused, as the CLI refuses it, rather than coerced
+(every integer is ``strict``: ``"5"``, ``5.0`` and ``true`` are not 5). ``limit`` takes 0 like
+the CLI (the default, 10). Results are the CLI's JSON values; the lists of ``profiles`` and
+``reviews`` are wrapped in an object (MCP structured output is one).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pydantic import Field, ValidationError
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from zkr import __version__
+from zkr.codec import I64_MAX, I64_MIN, U32_MAX
 from zkr.context import DEFAULT_MAX_BYTES
 from zkr.errors import ZkrError
 from zkr.memory import MemoryDb
@@ -34,10 +37,16 @@ SourceKind = Literal[
 ClaimKind = Literal["fact", "profile_fact", "preference", "task", "skill", "recommendation"]
 UnixTime = Annotated[
     int | None,
-    Field(description="Integer Unix seconds; leave it out for now.", ge=0),
+    Field(description="Integer Unix seconds; leave it out for now.", ge=0, le=I64_MAX, strict=True),
 ]
 Limit = Annotated[
-    int, Field(description="How many to return (1-100; 0 means the default, 10).", ge=0, le=100)
+    int,
+    Field(
+        description="How many to return (1-100; 0 means the default, 10).",
+        ge=0,
+        le=100,
+        strict=True,
+    ),
 ]
 Id = Annotated[str, Field(description="A 32-hex-digit zkr id, as returned or cited by zkr.")]
 
@@ -65,8 +74,34 @@ class Claim(TypedDict):
         ]
     ]
     valid_from: NotRequired[
-        Annotated[int, Field(description="Unix seconds it became true; default: captured_at.")]
+        Annotated[
+            int,
+            Field(
+                description="Unix seconds it became true; default: captured_at.",
+                ge=I64_MIN,
+                le=I64_MAX,
+                strict=True,
+            ),
+        ]
     ]
+
+
+# pydantic's error types of a value of the wrong JSON type, and what the field takes instead
+_TYPE_ERRORS = {
+    "int_type": "an integer",
+    "string_type": "a string",
+    "dict_type": "an object",
+    "model_type": "an object",
+}
+_JSON_TYPES: dict[type, str] = {
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    bool: "a boolean",
+    dict: "an object",
+    list: "an array",
+    type(None): "null",
+}
 
 
 def argument_error(tool: str, error: ValidationError) -> str:
@@ -80,6 +115,11 @@ def argument_error(tool: str, error: ValidationError) -> str:
             parts.append(f"missing field `{field}`")
         elif problem["type"] == "extra_forbidden":
             parts.append(f"unknown field `{field}`")
+        elif problem["type"] in _TYPE_ERRORS:
+            got = _JSON_TYPES.get(type(problem["input"]), "a value of another type")
+            parts.append(
+                f"invalid type for `{field}`: {got}, expected {_TYPE_ERRORS[problem['type']]}"
+            )
         else:
             message = str(problem["msg"])
             parts.append(f"invalid value for `{field}`: {message[:1].lower()}{message[1:]}")
@@ -297,7 +337,13 @@ def build_server(
     def context(
         query: Annotated[str, Field(description="The user's message or topic.")],
         max_bytes: Annotated[
-            int, Field(description="Size budget of the block in UTF-8 bytes.", ge=0)
+            int,
+            Field(
+                description="Size budget of the block in UTF-8 bytes.",
+                ge=0,
+                le=U32_MAX,
+                strict=True,
+            ),
         ] = DEFAULT_MAX_BYTES,
         limit: Limit = 10,
     ) -> str:

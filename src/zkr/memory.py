@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from zkr import model
-from zkr.errors import MissingDependency, ZkrError
+from zkr.errors import MissingDependency, RequestError, StorageError, ZkrError
 from zkr.store import db
 from zkr.store.driver import unexpected_content
 
@@ -72,6 +72,28 @@ class _CallGuard:
             raise unexpected_content(exc) from None
 
 
+def _file_name(path: object) -> str:
+    """``path`` (``str``, ``bytes`` or ``os.PathLike``) as the ``str`` SQLite opens.
+
+    Raises :class:`~zkr.errors.RequestError` naming the argument for anything else, and for a
+    name no file system can hold (a NUL, a lone surrogate that does not encode).
+    """
+    try:
+        name = os.fsdecode(path)  # type: ignore[arg-type]
+    except TypeError:
+        raise RequestError(
+            "path must be a file path (str or os.PathLike) or a postgresql:// URL,"
+            f" not {type(path).__name__}"
+        ) from None
+    if "\x00" in name:
+        raise RequestError("path must not contain a NUL character")
+    try:
+        os.fsencode(name)
+    except UnicodeEncodeError as exc:
+        raise RequestError(f"path is not a valid file name: {exc.reason}") from None
+    return name
+
+
 class _OpenOnUse:
     """The connection of a deferred :class:`MemoryDb` before its file is open."""
 
@@ -100,16 +122,19 @@ class MemoryDb:
         # created_at, for close (zkr.store.priming.prime)
         self._embedded: dict[tuple[str, str, str, str], int] = {}
         self._embedded_at = 0
+        self._closed = False
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> MemoryDb:
         """Open ``path``, creating and migrating it to schema version 10 (spec/storage.md §1).
 
-        Raises :class:`~zkr.errors.SchemaTooNew` for a file whose ``user_version`` is outside
+        Raises :class:`~zkr.errors.RequestError` when ``path`` is no file name (``None``, a
+        number, a NUL or an unencodable character: :func:`_file_name`),
+        :class:`~zkr.errors.SchemaTooNew` for a file whose ``user_version`` is outside
         0..10 (nothing written) and :class:`~zkr.errors.StorageError` when SQLite cannot open
         or migrate the file.
         """
-        name = os.fspath(path)
+        name = _file_name(path)
         return cls(db.connect(name), name)
 
     @classmethod
@@ -120,7 +145,7 @@ class MemoryDb:
         migrates or switches a file (docs/decisions-core.md). Opening errors are then raised
         by that first call.
         """
-        return cls(None, os.fspath(path))
+        return cls(None, _file_name(path))
 
     @property
     def conn(self) -> sqlite3.Connection:
@@ -136,6 +161,8 @@ class MemoryDb:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
+            if self._closed:  # a deferred handle closed before its first call: do not reopen
+                raise StorageError("Cannot operate on a closed database.")
             self._conn = db.connect(self.path)
         return self._conn
 
@@ -157,6 +184,7 @@ class MemoryDb:
         when it fails (a read-only directory, a full disk) the file is closed all the same.
         """
         with self._lock:
+            self._closed = True
             if self._conn is not None:
                 self._prime_embedded()
                 self._conn.close()
@@ -221,7 +249,12 @@ class MemoryDb:
         """
         from zkr.store import write
 
-        batch = list(reqs)  # an iterator would be used up by the checks
+        try:
+            batch = list(reqs)  # an iterator would be used up by the checks
+        except TypeError:
+            raise RequestError(
+                f"invalid type: {type(reqs).__name__}, expected an iterable of requests"
+            ) from None
         if outcomes:
             checked: list[model.RememberRequest] = []
             failed: dict[int, str] = {}
@@ -490,11 +523,15 @@ class MemoryDb:
 
         ``progress(done, total)`` is called after each batch. Raises ``EmbedderUnavailable``
         (runtime or model missing; the message names ``ZKR_EMBED_MODEL``), ``InvalidInput``
-        (scope given half, batch outside 1..10000, a conflicting lane).
+        (scope given half, a blank ``model``, batch outside 1..10000, a conflicting lane),
+        ``RequestError`` (a field of the wrong type).
         """
         from zkr.errors import InvalidInput
-        from zkr.text import require_scope
+        from zkr.text import require_scope, require_text
 
+        model.validate(req)
+        if req.model is not None:  # blank is not "the default": a typo must not pick a model
+            require_text(req.model, "model")
         scope: tuple[str, str] | None = None
         if req.tenant_id is not None or req.person_id is not None:
             require_scope(req.tenant_id or "", req.person_id or "")

@@ -199,6 +199,31 @@ def resolve(model: str | None = None) -> ModelSpec:
     )
 
 
+THREADS = "ZKR_EMBED_THREADS"
+MAX_THREADS = 1024
+
+
+def _threads(threads: int | None) -> int:
+    """ONNX Runtime's intra-op threads: ``threads``, else ``$ZKR_EMBED_THREADS``; 0, unset or
+    empty means every core. Raises :class:`~zkr.errors.InvalidInput` naming the setting for
+    anything but a whole number from 0 to :data:`MAX_THREADS` (``abc`` was an internal error)."""
+    from zkr.errors import InvalidInput
+
+    origin, value = ("threads", threads) if threads is not None else (THREADS, None)
+    if threads is None:
+        raw = os.environ.get(THREADS, "").strip()
+        try:
+            value = int(raw or 0)
+        except ValueError:
+            value = None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_THREADS:
+        shown = threads if threads is not None else os.environ.get(THREADS, "")
+        raise InvalidInput(
+            f"{origin} must be a whole number from 0 (every core) to {MAX_THREADS}, not {shown!r}"
+        )
+    return value or os.cpu_count() or 1
+
+
 class LocalEmbedder:
     """A loaded model. Thread-safe (one model call at a time).
 
@@ -217,8 +242,7 @@ class LocalEmbedder:
             ) from None
         self.spec = spec
         self.setting = setting or str(spec.onnx.parent)
-        if threads is None:
-            threads = int(os.environ.get("ZKR_EMBED_THREADS", "0") or 0) or (os.cpu_count() or 1)
+        threads = _threads(threads)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = 1

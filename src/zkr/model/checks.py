@@ -16,6 +16,7 @@ from zkr.codec import (
     U16_MAX,
     U32_MAX,
     U64_MAX,
+    expect_bool,
     expect_int,
     expect_str,
     has_lone_surrogate,
@@ -79,6 +80,10 @@ def _check_str(item: Any) -> None:
         raise RequestError("lone surrogate in string")
 
 
+def _check_bool(item: Any) -> None:
+    expect_bool(item)
+
+
 def _check_float(item: Any) -> None:
     if isinstance(item, bool) or not isinstance(item, int | float):
         raise RequestError(f"invalid type: {type(item).__name__}, expected f32")
@@ -105,6 +110,8 @@ def _checker(annotation: Any, name: str) -> Checker:
             expect_int(item, low, high, type_name)
 
         return check_int
+    if annotation is bool:  # `dry_run=0` must not erase: no truthiness (spec/cli.md §5)
+        return _check_bool
     if annotation is str:
         return _check_str
     if annotation is float:

@@ -41,7 +41,7 @@ import sqlite3
 from collections.abc import Callable
 from typing import NamedTuple
 
-from zkr.store.driver import is_postgres
+from zkr.store.driver import is_postgres, rollback
 
 KEEP = 50_000
 """Log rows kept; a reader whose state is older than that rebuilds its lane."""
@@ -155,7 +155,7 @@ def ensure(conn: sqlite3.Connection) -> bool:
             conn.execute(sql)
         conn.execute("COMMIT")
     except sqlite3.Error:
-        conn.execute("ROLLBACK")
+        rollback(conn)  # (SQLite may have ended it itself: a full disk, an I/O error)
         return False
     return True
 

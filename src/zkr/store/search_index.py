@@ -45,7 +45,7 @@ import zlib
 from collections import Counter
 from collections.abc import Iterable
 
-from zkr.store.driver import Connection, change_mark
+from zkr.store.driver import Connection, change_mark, rollback
 from zkr.store.eligibility import LIVE_SOURCE, live_source
 from zkr.store.terms import document_terms
 
@@ -172,20 +172,25 @@ def _state(conn: sqlite3.Connection) -> str:
         return "missing"
     if "zkr_search_log" not in names or not names.issuperset(_LOG_TRIGGER_NAMES):
         return "upgrade"
-    if conn.execute("SELECT 1 FROM zkr_search_queue LIMIT 1").fetchone():
-        return "queued"
-    return "ready"
+    return "queued" if _queued(conn) else "ready"
+
+
+def _queued(conn: sqlite3.Connection) -> bool:
+    """Whether the file's index has records waiting to be drained."""
+    return conn.execute("SELECT 1 FROM zkr_search_queue LIMIT 1").fetchone() is not None
 
 
 def ensure_current(conn: sqlite3.Connection) -> None:
     """Make the index reflect every committed write before a search reads it.
 
     Builds it when missing/outdated, drains the queue otherwise (one ``BEGIN IMMEDIATE``
-    transaction, waiting for other writers like any write). A read-only file gets the
-    connection-private ``temp`` copy (built once per connection). When another writer holds
-    the file past the busy timeout, the search goes on with the index as it is (missing the
-    records still queued) rather than failing (a missing index still needs the lock).
-    Raises ``sqlite3.Error`` for other failures.
+    transaction, waiting for other writers like any write). A file zkr cannot write (read-only,
+    or no room left: a full disk, a file size limit) gets the connection-private ``temp`` copy
+    instead, built from one snapshot of the file and dropped again at the next commit anyone
+    makes, so a search answers exactly as it would from a drained index and the queue stays in
+    the file for a later drain. When another writer holds the file past the busy timeout, the
+    search goes on with the index as it is (missing the records still queued) rather than
+    failing (a missing index still needs the lock). Raises ``sqlite3.Error`` for other failures.
 
     Once the index was seen current (the mark read before the tables and the queue were),
     the connection remembers the file's change mark (:func:`zkr.store.driver.change_mark`,
@@ -196,7 +201,11 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     if mark == getattr(conn, "search_ready", None):
         return
     state = _state(conn)
-    if state in ("ready", "temp"):
+    if state == "temp":  # a private copy of the file as it was before a commit: look again
+        _drop_private(conn)
+        mark = change_mark(conn)
+        state = _state(conn)
+    if state == "ready":
         _remember(conn, mark)  # read before the state: a commit in between moves it again
         return
     try:
@@ -204,12 +213,12 @@ def ensure_current(conn: sqlite3.Connection) -> None:
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) and state in ("queued", "upgrade"):
             return  # another writer held the file past the busy timeout: search what is indexed
-        if "readonly" not in str(exc):
+        if not _cannot_write(exc):
             raise
-        if state == "upgrade":  # current, only without the log (memindex: not kept in memory)
-            _remember(conn, mark)
+        if state == "upgrade" and not _queued(conn):
+            _remember(conn, mark)  # current, only without the log (memindex: not kept in memory)
             return
-        _build_private(conn)
+        _build_private(conn, exc)
         return
     try:
         state = _state(conn)  # another process may have done it while we waited
@@ -219,16 +228,28 @@ def ensure_current(conn: sqlite3.Connection) -> None:
             if state == "upgrade":
                 _add_log(conn)
             drain(conn)
-    except sqlite3.OperationalError as exc:
-        conn.execute("ROLLBACK")
-        if "readonly" not in str(exc):
+        conn.execute("COMMIT")  # (FTS5 writes its buffered terms here: the mark moves again)
+    except sqlite3.Error as exc:
+        rollback(conn)  # the queue stays in the file, for the next search that can write
+        if not _cannot_write(exc):
             raise
-        _build_private(conn)
-        return
+        _build_private(conn, exc)
     except BaseException:
-        conn.execute("ROLLBACK")
+        rollback(conn)
         raise
-    conn.execute("COMMIT")  # (FTS5 writes its buffered terms here: the mark moves again)
+
+
+# SQLite's primary result codes of a write the file cannot take: SQLITE_READONLY, SQLITE_FULL
+# (no room on the disk, ``max_page_count``) and SQLITE_IOERR (a write past a full disk or the
+# process's file size limit, EFBIG, fails as an I/O error when it hits the journal or WAL).
+_CANNOT_WRITE = (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR)
+
+
+def _cannot_write(exc: sqlite3.Error) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is None:  # (not raised by SQLite itself)
+        return "readonly" in str(exc)
+    return int(code) & 0xFF in _CANNOT_WRITE
 
 
 def _remember(conn: sqlite3.Connection, mark: tuple[int, int] | None) -> None:
@@ -242,14 +263,21 @@ def drop(conn: sqlite3.Connection) -> None:
     """Remove the whole index inside the caller's transaction; the next search rebuilds it
     (``erase`` uses this so no index page keeps erased terms)."""
     _remember(conn, None)
+    _drop_private(conn)
     _drop(conn)
 
 
 def _drop(conn: sqlite3.Connection) -> None:
+    """Drop the file's index (``main.``: a private copy would shadow an unqualified name)."""
     for name in _TRIGGER_NAMES:
-        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+        conn.execute(f"DROP TRIGGER IF EXISTS main.{name}")
     for name in (*_TABLES, "zkr_search_log"):  # (its triggers go with zkr_search_map)
-        conn.execute(f"DROP TABLE IF EXISTS {name}")
+        conn.execute(f"DROP TABLE IF EXISTS main.{name}")
+
+
+def _drop_private(conn: sqlite3.Connection) -> None:
+    for name in (*_TABLES, "zkr_search_log"):
+        conn.execute(f"DROP TABLE IF EXISTS temp.{name}")
 
 
 def _add_log(conn: sqlite3.Connection) -> None:
@@ -289,19 +317,33 @@ def _build(conn: sqlite3.Connection) -> None:
     conn.execute("DELETE FROM zkr_search_log")  # a new epoch: nobody reads what came before
 
 
-def _build_private(conn: sqlite3.Connection) -> None:
-    """The read-only fallback: the whole index in this connection's temp schema."""
-    for sql in _schema("temp."):
-        conn.execute(sql)
-    conn.execute(
-        "INSERT INTO temp.zkr_search_meta (key, value) VALUES ('version', ?),"
-        " ('next_source', '1'), ('next_claim', ?)",
-        (INDEX_VERSION, str(CLAIM_BASE)),
-    )
-    _new_epoch(conn, "temp.")
-    _enqueue_everything(conn)
-    drain(conn)
-    conn.execute("DELETE FROM temp.zkr_search_log")
+def _build_private(conn: sqlite3.Connection, reason: sqlite3.Error) -> None:
+    """The fallback of a file zkr cannot write: the whole index in this connection's temp
+    schema, from one read snapshot of the file; current until the next commit (the mark
+    remembered is that snapshot's). Kept in memory when the disk has no room (``reason``)."""
+    code = getattr(reason, "sqlite_errorcode", None)
+    if code is not None and int(code) & 0xFF != sqlite3.SQLITE_READONLY:
+        conn.execute("PRAGMA temp_store = MEMORY")  # temp files may sit on the full disk
+    conn.execute("BEGIN")  # deferred: the first read of the file takes the snapshot
+    try:
+        for sql in _schema("temp."):
+            conn.execute(sql)
+        conn.execute(
+            "INSERT INTO temp.zkr_search_meta (key, value) VALUES ('version', ?),"
+            " ('next_source', '1'), ('next_claim', ?)",
+            (INDEX_VERSION, str(CLAIM_BASE)),
+        )
+        _new_epoch(conn, "temp.")
+        _enqueue_everything(conn)
+        drain(conn)
+        conn.execute("DELETE FROM temp.zkr_search_log")  # a new epoch: nothing came before
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        conn.execute("COMMIT")
+    except BaseException:
+        rollback(conn)
+        _drop_private(conn)
+        raise
+    _remember(conn, (int(version), conn.total_changes))
 
 
 # --------------------------------------------------------------------------- drain
