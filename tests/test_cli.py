@@ -135,7 +135,7 @@ def test_a_database_that_vanishes_at_exit_is_refused(path: str, tmp_path: Path) 
     result = cli(path, "remember", REMEMBER)
     assert result.code == 1 and result.stdout == ""
     assert result.error() == (
-        f"--db {json.dumps(path)} is a database that vanishes when this call ends;"
+        f"--db {json.dumps(path)} is a database that vanishes when this process ends;"
         " give a file path or a postgresql:// URL"
     )
 

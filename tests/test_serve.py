@@ -485,3 +485,18 @@ def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:
         )
         assert again == {"error": lost["error"], "id": 2}
     assert FileWatch("postgresql://zkr@127.0.0.1/x").problem() is None  # not a file: unwatched
+
+
+@pytest.mark.parametrize("server_command", ["serve", "mcp"])
+@pytest.mark.parametrize("path", ["", ":memory:"])
+def test_a_database_that_vanishes_at_exit_is_refused_by_the_servers(
+    server_command: str, path: str
+) -> None:
+    """``zkr serve|mcp --db ""`` (or ``:memory:``) would acknowledge every write and keep none
+    once the host restarts it: refused as the one-shot CLI refuses it."""
+    result = cli(None, argv=[server_command, "--db", path])
+    assert result.code == 1 and result.stdout == ""
+    assert result.error() == (
+        f"--db {json.dumps(path)} is a database that vanishes when this process ends;"
+        " give a file path or a postgresql:// URL"
+    )

@@ -23,6 +23,18 @@ USAGE = "usage: zkr --db PATH COMMAND (use --help)"
 THROWAWAY_PATHS = frozenset({"", ":memory:"})
 
 
+def refuse_throwaway(path: str) -> None:
+    """Raise ``RequestError`` for a ``--db`` that SQLite opens as a database vanishing when the
+    process exits (``""``, ``:memory:``; spec/cli.md §2: honoured by the reference, relied on
+    by nobody): a CLI call, ``zkr serve`` or ``zkr mcp`` would report ids for memories it never
+    kept. The library (:meth:`zkr.MemoryDb.open`) still opens them."""
+    if path in THROWAWAY_PATHS:
+        raise RequestError(
+            f"--db {_rust_debug(path)} is a database that vanishes when this process ends;"
+            " give a file path or a postgresql:// URL"
+        )
+
+
 class Command(NamedTuple):
     """One row of the dispatch table: every command is decode, call, encode.
 
@@ -287,14 +299,7 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         # decoded and validated (docs/decisions-core.md; the reference opens first).
         if command not in COMMANDS:
             raise RequestError(f"unknown command {_rust_debug(command)}")
-        if path in THROWAWAY_PATHS:
-            # SQLite opens these as a database that vanishes when the process exits (spec/cli.md
-            # §2: honoured by the reference, relied on by nobody): a one-shot call would report
-            # ids for memories it never kept.
-            raise RequestError(
-                f"--db {_rust_debug(path)} is a database that vanishes when this call ends;"
-                " give a file path or a postgresql:// URL"
-            )
+        refuse_throwaway(path)
         request = read_request(stdin, optional=command in OPTIONAL_REQUEST)
         database = MemoryDb.deferred(path)
         try:

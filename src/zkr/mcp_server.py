@@ -112,8 +112,10 @@ def main(argv: list[str]) -> int:
             raise RequestError(MISSING_SDK) from None
         if options.http:
             check_listen(options.host, options.port)
+        from zkr.cli import refuse_throwaway
         from zkr.memory import MemoryDb
 
+        refuse_throwaway(options.db)
         database = MemoryDb.open(options.db)
     except ZkrError as exc:
         sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")

@@ -54,7 +54,7 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, BinaryIO
 
-from zkr.cli import REQUEST_LIMIT, dispatch
+from zkr.cli import REQUEST_LIMIT, dispatch, refuse_throwaway
 from zkr.codec import I64_MAX, I64_MIN, Fields, _describe, canonical, cli_dumps, parse_json
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
@@ -366,6 +366,7 @@ def main(argv: list[str]) -> int:
         return respond(sys.stdout, sys.stderr, HELP)
     try:
         path = _parse_args(argv)
+        refuse_throwaway(path)
         database = MemoryDb.open(path)
         watch = FileWatch(path)
     except ZkrError as exc:
