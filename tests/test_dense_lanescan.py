@@ -303,3 +303,19 @@ def test_a_primed_lane_is_searched_without_numpy_on_the_first_cli_call(
     )
     assert out.stderr.decode().endswith("NONUMPY")
     assert len(json.loads(out.stdout)["items"]) == 3
+
+
+def test_a_side_path_that_cannot_hold_files_leaves_searches_to_the_lane(
+    db: MemoryDb, db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the side files cannot be written (here ``PATH.zkr-vectors`` is a regular file, so
+    removing the overlay before a rewrite fails with ENOTDIR, as it fails with EACCES in a
+    read-only directory), the search answers from the lane as ``ZKR_VECTOR_CACHE=0`` does
+    instead of failing."""
+    build_lane(db, db_path, seed=17, size=40)
+    Path(db_path + ".zkr-vectors").write_text("not a directory")
+    query = unit(random.Random(2), 8)
+    got = numpy_answer(db_path, query, 10)
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    assert got and got == numpy_answer(db_path, query, 10)
+    assert fast_answer(db_path, query, 10) is None

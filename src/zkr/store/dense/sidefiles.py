@@ -181,8 +181,8 @@ def save_file(cache: LaneCache, path: Path) -> None:
         norms.append(block.norms[picked])
     # the overlay goes first: a reader then finds either the old file with the state naming
     # its stale rows, or the new file, whose rows are all current
-    vectorfile.overlay_path(path).unlink(missing_ok=True)
-    token = vectorfile.write(path, cache.scope, rows, configs, matrices, norms)
+    dropped = vectorfile.drop_overlay(path)
+    token = vectorfile.write(path, cache.scope, rows, configs, matrices, norms) if dropped else None
     if token is not None:
         cache.stale = set()
     if token is None or any(e.config is not None and not e.settled for e in cache.entries.values()):
