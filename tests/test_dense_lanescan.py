@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -319,3 +320,41 @@ def test_a_side_path_that_cannot_hold_files_leaves_searches_to_the_lane(
     monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
     assert got and got == numpy_answer(db_path, query, 10)
     assert fast_answer(db_path, query, 10) is None
+
+
+def test_a_hand_edit_that_renames_an_id_is_seen(
+    db: MemoryDb, db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change log records an update's old values for every table: a source whose id is
+    renamed by hand leaves the lane (its rows now name no source), as without side files; and
+    a log trigger that is not this zkr's (an older one that logged only new ids) is not trusted
+    (the log is recreated under a new generation)."""
+    from zkr.store import changes
+
+    made = build_lane(db, db_path, seed=23, size=30)
+    query = unit(random.Random(4), 8)
+    top = warm(db_path, query, 30)
+    assert top is not None
+    renamed = next(t.id for t, _ in top if t.kind is TargetKind.SOURCE)
+    conn = sqlite3.connect(db_path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("UPDATE sources SET id = 'renamed' WHERE id = ?", (renamed,))
+    conn.commit()
+    conn.close()
+    got = numpy_answer(db_path, query, 30)
+    assert got is not None and renamed not in {t.id for t, _ in got}
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    assert got == numpy_answer(db_path, query, 30)
+    # an older zkr's trigger: same name, fewer values logged
+    first = changes.mark(db.conn)
+    assert first is not None and made
+    edit(db_path, "DROP TRIGGER zkr_changes_sources_update")
+    edit(
+        db_path,
+        "CREATE TRIGGER zkr_changes_sources_update AFTER UPDATE ON sources BEGIN"
+        " INSERT INTO zkr_changes (item) VALUES (NEW.id); END",
+    )
+    assert changes.mark(db.conn) is None
+    assert changes.ensure(db.conn)
+    second = changes.mark(db.conn)
+    assert second is not None and second.generation != first.generation

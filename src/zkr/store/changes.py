@@ -11,13 +11,14 @@ Layout:
   of ``embeddings`` (``item`` = ``\\x1e tenant \\x1f person \\x1f model \\x1f version \\x1e
   rowid``: its lane and row, so that even a hand edit of a vector alone is seen),
   ``sources``, ``evidence``, ``claims`` (their id) and ``claim_evidence`` (its claim id and
-  its evidence id), on insert, update (old and new values for ``embeddings`` and
-  ``claim_evidence``, whose keys an update may move) and delete. ``AUTOINCREMENT`` never reuses
+  its evidence id), on insert, update (old and new values: a hand edit may move any key, a
+  source's id included) and delete. ``AUTOINCREMENT`` never reuses
   a sequence number, so "everything after seq N" is well defined; rows older than
   :data:`KEEP` are pruned (a reader further behind rebuilds, see :func:`since`).
 * ``zkr_changes_meta (key, value)``: ``generation``, a random token chosen when the log is
-  created. If a trigger goes missing (an old zkr, a hand edit), :func:`ensure` recreates the
-  whole log under a new generation, so a cache from before can never be trusted across a gap.
+  created. If a trigger goes missing or is not this zkr's (an old zkr's, a hand edit),
+  :func:`ensure` recreates the whole log under a new generation, so a cache from before can
+  never be trusted across a gap.
 
 * ``zkr_vectors (row, lane, kind, target_id, created_at, vector)``: the float32 components of a
   stored vector, written by zkr's own ``embed`` and ``embed-pending`` in the transaction that
@@ -64,7 +65,8 @@ _TABLES = {
 def _triggers() -> dict[str, str]:
     out: dict[str, str] = {}
     for table, items in _TABLES.items():
-        both = ("OLD", "NEW") if table in ("embeddings", "claim_evidence") else ("NEW",)
+        # an update logs the old values too: a hand edit may move any key (a renamed id)
+        both = ("OLD", "NEW")
         for event, rows in (("INSERT", ("NEW",)), ("UPDATE", both), ("DELETE", ("OLD",))):
             values = ", ".join(f"({item.format(r=r)})" for r in rows for item in items)
             name = f"zkr_changes_{table}_{event.lower()}"
@@ -118,13 +120,17 @@ class Mark(NamedTuple):
 def _present(conn: sqlite3.Connection) -> bool:
     if is_postgres(conn):
         return False  # a PostgreSQL store keeps no change log (its dense lane scans exactly)
-    names = {
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE name GLOB 'zkr_changes*' OR name = 'zkr_vectors'"
-        )
-    }
-    return all(name in names for name in _NAMES)
+    found = dict(
+        conn.execute(
+            "SELECT name, sql FROM sqlite_master"
+            " WHERE name GLOB 'zkr_changes*' OR name = 'zkr_vectors'"
+        ).fetchall()
+    )
+    # a trigger counts only as written here: one of an older zkr (which logged fewer values)
+    # or edited by hand may miss writes
+    return all(name in found for name in _NAMES) and all(
+        found[name] == sql for name, sql in TRIGGERS.items()
+    )
 
 
 def ensure(conn: sqlite3.Connection) -> bool:
