@@ -358,3 +358,38 @@ def test_a_hand_edit_that_renames_an_id_is_seen(
     assert changes.ensure(db.conn)
     second = changes.mark(db.conn)
     assert second is not None and second.generation != first.generation
+
+
+def test_a_query_embedding_in_the_local_models_lane_loads_no_model_runtime(
+    db: MemoryDb, db_path: str, fast: None
+) -> None:
+    """A CLI search that brings its own ``query_embedding`` for the lane ``embed-pending``
+    filled (the one ``zkr_embedder`` records) neither imports the local embedder's module
+    (onnxruntime and numpy, 0.2 s) nor leaves the numpy-free path: no model is loaded in that
+    process, so there is no calibration to look up."""
+    from zkr.store import embedconfig
+
+    build_lane(db, db_path, seed=29, size=40)
+    with db.conn:
+        embedconfig.record(db.conn, embedconfig.EmbedderConfig(M, V, 8, "test"))
+    query = unit(random.Random(9), 8)
+    warm(db_path, query, 10)
+    request = json.dumps(
+        {"tenant_id": T, "person_id": P, "query": "note", "limit": 5}
+        | {"query_embedding": {"vector": query, "model": M, "version": V}}
+    )
+    child = (
+        "import sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
+        "sys.stderr.write(' '.join(m for m in ('numpy', 'zkr.embedding.local')"
+        " if m in sys.modules) or 'NONE')\nsys.exit(code)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-c", child, "--db", db_path, "search"],
+        input=request.encode(),
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    assert out.stderr.decode().endswith("NONE")
+    assert len(json.loads(out.stdout)["items"]) == 5
