@@ -22,7 +22,7 @@ from tests.conftest import P, T, remember
 from tests.test_embeddings import M, V, claim_memory, edit, embed
 from zkr import InvalidInput, MemoryDb
 from zkr.model import DeleteRequest, QueryEmbedding, SearchRequest, Target, TargetKind
-from zkr.store import dense, lanescan, sidepaths, vectorfile
+from zkr.store import changes, dense, lanescan, sidepaths, vectorfile
 from zkr.store.db import read_tx
 
 Answer = list[tuple[Target, float]] | None
@@ -329,7 +329,6 @@ def test_a_hand_edit_that_renames_an_id_is_seen(
     renamed by hand leaves the lane (its rows now name no source), as without side files; and
     a log trigger that is not this zkr's (an older one that logged only new ids) is not trusted
     (the log is recreated under a new generation)."""
-    from zkr.store import changes
 
     made = build_lane(db, db_path, seed=23, size=30)
     query = unit(random.Random(4), 8)
@@ -393,3 +392,40 @@ def test_a_query_embedding_in_the_local_models_lane_loads_no_model_runtime(
     )
     assert out.stderr.decode().endswith("NONE")
     assert len(json.loads(out.stdout)["items"]) == 5
+
+
+def test_a_restored_backup_written_again_trusts_no_side_file_of_the_lost_writes(
+    db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backup restored over the file (its log behind the side files) and then written by
+    other writes until its log reaches the side files' position: the side files describe
+    writes the file no longer holds, and neither search trusts them (each log row's nonce)."""
+    rng = random.Random(31)
+    query = unit(rng, 8)
+    with MemoryDb.open(db_path) as db:
+        made = build_lane(db, db_path, seed=31, size=40)
+    warm(db_path, query, 10)
+    backup = db_path + ".backup"
+    with sqlite3.connect(db_path) as src, sqlite3.connect(backup) as dst:
+        src.backup(dst)
+    with MemoryDb.open(db_path) as db:  # the writes the restore will lose
+        for r in made[1:4]:
+            if r.claim_id is None:
+                embed(db, "source", r.source_id, query)
+    settle(db_path)
+    warm(db_path, query, 10)
+    with MemoryDb.open(db_path) as db:
+        lost = changes.mark(db.conn)
+    with sqlite3.connect(backup) as src, sqlite3.connect(db_path) as dst:
+        src.backup(dst)  # sqlite3's .restore
+    with MemoryDb.open(db_path) as db:  # other writes, as many log rows as the lost ones
+        while (now := changes.mark(db.conn)) is not None and lost is not None:
+            if now.seq >= lost.seq:
+                break
+            remember(db, f"after the restore {now.seq}")
+    got = numpy_answer(db_path, query, 10)
+    fast_got = fast_answer(db_path, query, 10)
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    want = numpy_answer(db_path, query, 10)
+    assert got == want
+    assert fast_got in (None, want)

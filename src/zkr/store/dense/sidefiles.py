@@ -20,7 +20,11 @@ def load_state(cache: LaneCache, mark: changes.Mark) -> bool:
     ``False`` when they are missing, of another log generation or do not belong together."""
     assert cache.file is not None
     lane = vectorfile.read_state(vectorfile.state_path(cache.file), cache.scope)
-    if lane is None or lane.generation != mark.generation or lane.seq > mark.seq:
+    if (
+        lane is None
+        or not changes.same_log(lane.generation, mark.generation)
+        or lane.seq > mark.seq
+    ):
         return False
     snap = vectorfile.read(cache.file, cache.scope, rows=False)
     if snap is None or snap.token != lane.token:
