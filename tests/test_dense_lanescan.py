@@ -7,6 +7,7 @@ import json
 import os
 import random
 import shutil
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -21,7 +22,7 @@ from tests.conftest import P, T, remember
 from tests.test_embeddings import M, V, claim_memory, edit, embed
 from zkr import InvalidInput, MemoryDb
 from zkr.model import DeleteRequest, QueryEmbedding, SearchRequest, Target, TargetKind
-from zkr.store import dense, lanescan, sidepaths, vectorfile
+from zkr.store import changes, dense, lanescan, sidepaths, vectorfile
 from zkr.store.db import read_tx
 
 Answer = list[tuple[Target, float]] | None
@@ -240,15 +241,17 @@ def test_lanes_it_does_not_serve(db: MemoryDb, db_path: str, fast: None) -> None
         assert lanescan.scored(fresh.conn, T, P, dot, 5) is None
 
 
-def cli_search(db_path: str, query: list[float], text: str, limit: int) -> tuple[Any, bool]:
-    """A hybrid ``search`` through a fresh CLI process: its pack, and whether it imported numpy."""
+def cli_search(db_path: str, query: list[float], text: str, limit: int) -> tuple[Any, set[str]]:
+    """A hybrid ``search`` through a fresh CLI process: its pack, and which of numpy and the
+    local embedder's module (onnxruntime with it) that process imported."""
     request = json.dumps(
         {"tenant_id": T, "person_id": P, "query": text, "limit": limit}
         | {"query_embedding": {"vector": query, "model": M, "version": V}}
     )
     child = (
-        "import sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
-        "sys.stderr.write('NUMPY' if 'numpy' in sys.modules else 'NONUMPY')\nsys.exit(code)\n"
+        "import json, sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
+        "sys.stderr.write(json.dumps([m for m in ('numpy', 'zkr.embedding.local')"
+        " if m in sys.modules]))\nsys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
     out = subprocess.run(
@@ -258,15 +261,15 @@ def cli_search(db_path: str, query: list[float], text: str, limit: int) -> tuple
         env=env,
         check=True,
     )
-    return json.loads(out.stdout), not out.stderr.decode().endswith("NONUMPY")
+    return json.loads(out.stdout), set(json.loads(out.stderr))
 
 
 def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, fast: None) -> None:
     build_lane(db, db_path, seed=13, size=50)
     query = unit(random.Random(6), 8)
     warm(db_path, query, 100)
-    pack_json, numpy_loaded = cli_search(db_path, query, "note", 10)
-    assert not numpy_loaded
+    pack_json, loaded = cli_search(db_path, query, "note", 10)
+    assert "numpy" not in loaded
     # the same pack as the numpy lane gives in this process
     lanescan.FORCE = False
     shutil.rmtree(db_path + ".zkr-vectors")
@@ -291,6 +294,115 @@ def test_a_primed_lane_is_searched_without_numpy_on_the_first_cli_call(
     side = Path(db_path + ".zkr-vectors")
     assert list(side.glob("*.rows")) and list(side.glob("*.fast"))
     query = unit(rng, 8)
-    pack_json, numpy_loaded = cli_search(db_path, query, "zzz", 3)
-    assert not numpy_loaded
+    pack_json, loaded = cli_search(db_path, query, "zzz", 3)
+    assert "numpy" not in loaded
     assert len(pack_json["items"]) == 3
+
+
+def test_a_side_path_that_cannot_hold_files_leaves_searches_to_the_lane(
+    db: MemoryDb, db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the side files cannot be written (here ``PATH.zkr-vectors`` is a regular file, so
+    removing the overlay before a rewrite fails with ENOTDIR, as it fails with EACCES in a
+    read-only directory), the search answers from the lane as ``ZKR_VECTOR_CACHE=0`` does
+    instead of failing."""
+    build_lane(db, db_path, seed=17, size=40)
+    Path(db_path + ".zkr-vectors").write_text("not a directory")
+    query = unit(random.Random(2), 8)
+    got = numpy_answer(db_path, query, 10)
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    assert got and got == numpy_answer(db_path, query, 10)
+    assert fast_answer(db_path, query, 10) is None
+
+
+def test_a_hand_edit_that_renames_an_id_is_seen(
+    db: MemoryDb, db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The change log records an update's old values for every table: a source whose id is
+    renamed by hand leaves the lane (its rows now name no source), as without side files; and
+    a log trigger that is not this zkr's (an older one that logged only new ids) is not trusted
+    (the log is recreated under a new generation)."""
+
+    made = build_lane(db, db_path, seed=23, size=30)
+    query = unit(random.Random(4), 8)
+    top = warm(db_path, query, 30)
+    assert top is not None
+    renamed = next(t.id for t, _ in top if t.kind is TargetKind.SOURCE)
+    conn = sqlite3.connect(db_path)
+    conn.execute("PRAGMA foreign_keys = OFF")
+    conn.execute("UPDATE sources SET id = 'renamed' WHERE id = ?", (renamed,))
+    conn.commit()
+    conn.close()
+    got = numpy_answer(db_path, query, 30)
+    assert got is not None and renamed not in {t.id for t, _ in got}
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    assert got == numpy_answer(db_path, query, 30)
+    # an older zkr's trigger: same name, fewer values logged
+    first = changes.mark(db.conn)
+    assert first is not None and made
+    edit(db_path, "DROP TRIGGER zkr_changes_sources_update")
+    edit(
+        db_path,
+        "CREATE TRIGGER zkr_changes_sources_update AFTER UPDATE ON sources BEGIN"
+        " INSERT INTO zkr_changes (item) VALUES (NEW.id); END",
+    )
+    assert changes.mark(db.conn) is None
+    assert changes.ensure(db.conn)
+    second = changes.mark(db.conn)
+    assert second is not None and second.generation != first.generation
+
+
+def test_a_query_embedding_in_the_local_models_lane_loads_no_model_runtime(
+    db: MemoryDb, db_path: str, fast: None
+) -> None:
+    """A CLI search that brings its own ``query_embedding`` for the lane ``embed-pending``
+    filled (the one ``zkr_embedder`` records) neither imports the local embedder's module
+    (onnxruntime and numpy, 0.2 s) nor leaves the numpy-free path: no model is loaded in that
+    process, so there is no calibration to look up."""
+    from zkr.store import embedconfig
+
+    build_lane(db, db_path, seed=29, size=40)
+    with db.conn:
+        embedconfig.record(db.conn, embedconfig.EmbedderConfig(M, V, 8, "test"))
+    query = unit(random.Random(9), 8)
+    warm(db_path, query, 10)
+    pack_json, loaded = cli_search(db_path, query, "note", 5)
+    assert loaded == set()
+    assert len(pack_json["items"]) == 5
+
+
+def test_a_restored_backup_written_again_trusts_no_side_file_of_the_lost_writes(
+    db_path: str, fast: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A backup restored over the file (its log behind the side files) and then written by
+    other writes until its log reaches the side files' position: the side files describe
+    writes the file no longer holds, and neither search trusts them (each log row's nonce)."""
+    rng = random.Random(31)
+    query = unit(rng, 8)
+    with MemoryDb.open(db_path) as db:
+        made = build_lane(db, db_path, seed=31, size=40)
+    warm(db_path, query, 10)
+    backup = db_path + ".backup"
+    with sqlite3.connect(db_path) as src, sqlite3.connect(backup) as dst:
+        src.backup(dst)
+    with MemoryDb.open(db_path) as db:  # the writes the restore will lose
+        for r in made[1:4]:
+            if r.claim_id is None:
+                embed(db, "source", r.source_id, query)
+    settle(db_path)
+    warm(db_path, query, 10)
+    with MemoryDb.open(db_path) as db:
+        lost = changes.mark(db.conn)
+    with sqlite3.connect(backup) as src, sqlite3.connect(db_path) as dst:
+        src.backup(dst)  # sqlite3's .restore
+    with MemoryDb.open(db_path) as db:  # other writes, as many log rows as the lost ones
+        while (now := changes.mark(db.conn)) is not None and lost is not None:
+            if now.seq >= lost.seq:
+                break
+            remember(db, f"after the restore {now.seq}")
+    got = numpy_answer(db_path, query, 10)
+    fast_got = fast_answer(db_path, query, 10)
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "0")
+    want = numpy_answer(db_path, query, 10)
+    assert got == want
+    assert fast_got in (None, want)

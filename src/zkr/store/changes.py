@@ -7,17 +7,21 @@ target text: it only needs the rows written since.
 
 Layout:
 
-* ``zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT)``: one row per written row
+* ``zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT, nonce INTEGER)``: one row
+  per written row
   of ``embeddings`` (``item`` = ``\\x1e tenant \\x1f person \\x1f model \\x1f version \\x1e
   rowid``: its lane and row, so that even a hand edit of a vector alone is seen),
   ``sources``, ``evidence``, ``claims`` (their id) and ``claim_evidence`` (its claim id and
-  its evidence id), on insert, update (old and new values for ``embeddings`` and
-  ``claim_evidence``, whose keys an update may move) and delete. ``AUTOINCREMENT`` never reuses
+  its evidence id), on insert, update (old and new values: a hand edit may move any key, a
+  source's id included) and delete. ``AUTOINCREMENT`` never reuses
   a sequence number, so "everything after seq N" is well defined; rows older than
-  :data:`KEEP` are pruned (a reader further behind rebuilds, see :func:`since`).
+  :data:`KEEP` are pruned (a reader further behind rebuilds, see :func:`since`). ``nonce``
+  is random: a position (:class:`Mark`) names one history, not only one count of writes (a
+  backup restored over the file and written again reaches the positions of the lost writes).
 * ``zkr_changes_meta (key, value)``: ``generation``, a random token chosen when the log is
-  created. If a trigger goes missing (an old zkr, a hand edit), :func:`ensure` recreates the
-  whole log under a new generation, so a cache from before can never be trusted across a gap.
+  created. If a trigger or table goes missing or is not this zkr's (an old zkr's, a hand edit),
+  :func:`ensure` recreates the whole log under a new generation, so a cache from before can
+  never be trusted across a gap.
 
 * ``zkr_vectors (row, lane, kind, target_id, created_at, vector)``: the float32 components of a
   stored vector, written by zkr's own ``embed`` and ``embed-pending`` in the transaction that
@@ -64,7 +68,8 @@ _TABLES = {
 def _triggers() -> dict[str, str]:
     out: dict[str, str] = {}
     for table, items in _TABLES.items():
-        both = ("OLD", "NEW") if table in ("embeddings", "claim_evidence") else ("NEW",)
+        # an update logs the old values too: a hand edit may move any key (a renamed id)
+        both = ("OLD", "NEW")
         for event, rows in (("INSERT", ("NEW",)), ("UPDATE", both), ("DELETE", ("OLD",))):
             values = ", ".join(f"({item.format(r=r)})" for r in rows for item in items)
             name = f"zkr_changes_{table}_{event.lower()}"
@@ -91,7 +96,12 @@ _PRUNE = (
     f" BEGIN DELETE FROM zkr_changes WHERE seq <= NEW.seq - {KEEP}; END"
 )
 _TABLES_SQL = {
-    "zkr_changes": "CREATE TABLE zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT)",
+    # nonce: a random number per logged row, so that a position names one history (a file
+    # restored from a backup and written again reaches the same seq by other writes)
+    "zkr_changes": (
+        "CREATE TABLE zkr_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, item TEXT,"
+        " nonce INTEGER NOT NULL DEFAULT (random()))"
+    ),
     "zkr_changes_meta": (
         "CREATE TABLE zkr_changes_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
     ),
@@ -109,22 +119,39 @@ _NAMES = (*TRIGGERS, "zkr_changes_prune", *_TABLES_SQL)
 
 
 class Mark(NamedTuple):
-    """Where the log stands: its generation and last sequence number."""
+    """Where the log stands: its generation and last sequence number. ``generation`` is the
+    log's generation, a dot and the nonce of the row at ``seq`` (:func:`mark`): two files that
+    share a history up to some point (a backup restored, a copy) and were written differently
+    since may reach the same ``seq``, never with the same nonce there."""
 
     generation: str
     seq: int
 
 
+def same_log(a: str, b: str) -> bool:
+    """Whether two marks' ``generation`` name the same log (the nonces aside)."""
+    return a.partition(".")[0] == b.partition(".")[0]
+
+
+def _nonce(conn: sqlite3.Connection, seq: int) -> str:
+    row = conn.execute("SELECT nonce FROM zkr_changes WHERE seq = ?", (seq,)).fetchone()
+    return "" if row is None else str(row[0])
+
+
 def _present(conn: sqlite3.Connection) -> bool:
     if is_postgres(conn):
         return False  # a PostgreSQL store keeps no change log (its dense lane scans exactly)
-    names = {
-        row[0]
-        for row in conn.execute(
-            "SELECT name FROM sqlite_master WHERE name GLOB 'zkr_changes*' OR name = 'zkr_vectors'"
-        )
-    }
-    return all(name in names for name in _NAMES)
+    found = dict(
+        conn.execute(
+            "SELECT name, sql FROM sqlite_master"
+            " WHERE name GLOB 'zkr_changes*' OR name = 'zkr_vectors'"
+        ).fetchall()
+    )
+    # a trigger counts only as written here: one of an older zkr (which logged fewer values)
+    # or edited by hand may miss writes
+    return all(name in found for name in _NAMES) and all(
+        found[name] == sql for name, sql in (*TRIGGERS.items(), *_TABLES_SQL.items())
+    )
 
 
 def ensure(conn: sqlite3.Connection) -> bool:
@@ -173,7 +200,8 @@ def mark(conn: sqlite3.Connection) -> Mark | None:
         return None
     if row is None or not isinstance(row[0], str) or not _present(conn):
         return None
-    return Mark(row[0], int(row[1] or 0))
+    seq = int(row[1] or 0)
+    return Mark(f"{row[0]}.{_nonce(conn, seq)}", seq)
 
 
 def since(conn: sqlite3.Connection, seq: int, limit: int) -> list[str] | None:
@@ -230,10 +258,12 @@ def lane_untouched(
 
     The one rule by which both the numpy lane cache (:mod:`zkr.store.dense.cache`) and the
     numpy-free warm search (:mod:`zkr.store.lanescan`) trust a lane state."""
-    if known is None or known.generation != mark.generation or mark.seq < known.seq:
+    if known is None or not same_log(known.generation, mark.generation) or mark.seq < known.seq:
         return False, None, set()
     if mark.seq == known.seq:
-        return True, None, set()
+        return known.generation == mark.generation, None, set()
+    if known.generation.partition(".")[2] != _nonce(conn, known.seq):
+        return False, None, set()  # another history reached known.seq (a restored backup)
     items = since(conn, known.seq, UNTOUCHED_CHECK_LIMIT)
     if items is None:
         return False, None, set()

@@ -15,6 +15,7 @@ searches lexically. A database without the row never loads or imports anything.
 
 import os
 import sqlite3
+import sys
 from typing import NamedTuple
 
 from zkr.errors import InvalidInput
@@ -121,9 +122,13 @@ def calibration(conn: sqlite3.Connection, query: QueryEmbedding) -> tuple[float,
     config = configured(conn)
     if config is None or (query.model, query.version) != (config.model, config.version):
         return None
-    from zkr.embedding.local import _LOADED
-
-    for embedder in _LOADED.values():
+    # a model loaded in this process was loaded through that module: when it is not imported,
+    # none is (importing it would load onnxruntime and numpy for nothing, 0.2 s a CLI call,
+    # and keep a query_embedding search off the numpy-free path)
+    local = sys.modules.get("zkr.embedding.local")
+    if local is None:
+        return None
+    for embedder in local._LOADED.values():
         if (embedder.model, embedder.version) == (config.model, config.version):
             return embedder.spec.floor, embedder.spec.full
     return None

@@ -467,7 +467,7 @@ def _trusted(
     lane = read_lane(sidepaths.companion(path, sidepaths.STATE), scope)
     if (
         lane is None
-        or lane.generation != mark.generation
+        or not changes.same_log(lane.generation, mark.generation)
         or lane.seq > mark.seq
         or mark.seq - lane.seq >= sidepaths.STATE_LAG
     ):

@@ -158,6 +158,18 @@ def _json_meta(meta: Meta | None) -> list[object] | None:
     return list(meta)
 
 
+def drop_overlay(path: Path) -> bool:
+    """Remove the overlay of the vectors file ``path`` before that file is rewritten (a reader
+    then finds the old file with the state naming its stale rows, or the new file alone).
+    ``False`` when it may still be there (a read-only directory, a side path that is not a
+    directory): the caller then writes no new vectors file, as for any other write failure."""
+    try:
+        overlay_path(path).unlink(missing_ok=True)
+    except OSError:
+        return False
+    return True
+
+
 def write(
     path: Path,
     scope: tuple[str, str, str, str],

@@ -225,18 +225,21 @@ def _refresh(conn: sqlite3.Connection, cache: LaneCache) -> bool:
     assert cache.file is not None
     # the overlay goes first (as in sidefiles.save_file): a reader finds the old vector file
     # with its state, or the new file alone
-    vectorfile.overlay_path(cache.file).unlink(missing_ok=True)
-    token = vectorfile.write_columns(
-        cache.file,
-        cache.scope,
-        meta,
-        rowids,
-        config,
-        column,
-        parsed,
-        [lane] if block.size else [],
-        [block.matrix[:, : block.size]] if block.size else [],
-        [block.norms[: block.size]] if block.size else [],
+    token = (
+        vectorfile.write_columns(
+            cache.file,
+            cache.scope,
+            meta,
+            rowids,
+            config,
+            column,
+            parsed,
+            [lane] if block.size else [],
+            [block.matrix[:, : block.size]] if block.size else [],
+            [block.norms[: block.size]] if block.size else [],
+        )
+        if vectorfile.drop_overlay(cache.file)
+        else None
     )
     del meta
     snap = None if token is None else vectorfile.read(cache.file, cache.scope, rows=False)

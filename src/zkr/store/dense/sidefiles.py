@@ -20,7 +20,11 @@ def load_state(cache: LaneCache, mark: changes.Mark) -> bool:
     ``False`` when they are missing, of another log generation or do not belong together."""
     assert cache.file is not None
     lane = vectorfile.read_state(vectorfile.state_path(cache.file), cache.scope)
-    if lane is None or lane.generation != mark.generation or lane.seq > mark.seq:
+    if (
+        lane is None
+        or not changes.same_log(lane.generation, mark.generation)
+        or lane.seq > mark.seq
+    ):
         return False
     snap = vectorfile.read(cache.file, cache.scope, rows=False)
     if snap is None or snap.token != lane.token:
@@ -181,8 +185,8 @@ def save_file(cache: LaneCache, path: Path) -> None:
         norms.append(block.norms[picked])
     # the overlay goes first: a reader then finds either the old file with the state naming
     # its stale rows, or the new file, whose rows are all current
-    vectorfile.overlay_path(path).unlink(missing_ok=True)
-    token = vectorfile.write(path, cache.scope, rows, configs, matrices, norms)
+    dropped = vectorfile.drop_overlay(path)
+    token = vectorfile.write(path, cache.scope, rows, configs, matrices, norms) if dropped else None
     if token is not None:
         cache.stale = set()
     if token is None or any(e.config is not None and not e.settled for e in cache.entries.values()):
