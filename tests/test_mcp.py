@@ -381,7 +381,8 @@ def test_left_out_times_correct_a_future_claim_and_delete_what_a_fast_clock_reco
 ) -> None:
     """Newcomer finding: the model leaves times out, and "now" was refused for a claim valid
     from a future date (``correction timestamps must advance …``) and for a turn a phone whose
-    clock runs ahead recorded (``deleted_at cannot predate source recording``). A left-out
+    clock runs ahead recorded (``deleted_at cannot predate source recording``, ``profile entry
+    cannot predate its backing claim``). A left-out
     time is now or the earliest the record admits; given times are still checked."""
     now = int(time.time())
     ahead = now + 600  # the phone's clock, synced to this replica
@@ -413,6 +414,15 @@ def test_left_out_times_correct_a_future_claim_and_delete_what_a_fast_clock_reco
                     },
                 )
             )
+            home = {"subject": "me", "predicate": "home", "value": "Berlin", "kind": "profile_fact"}
+            lives = _ok(
+                await client.call_tool(
+                    "remember",
+                    {"text": "I live in Berlin.", "claim": home, "recorded_at": ahead},
+                )
+            )
+            entry = _ok(await client.call_tool("profile", {"claim_id": lives["claim_id"]}))
+            assert entry["recorded_at"] == ahead
             given = await client.call_tool(
                 "correct",
                 {"claim_id": trip["claim_id"], "text": "22", "value": "22", "valid_at": now},

@@ -310,8 +310,11 @@ def build_server(
         request = {
             "claim_id": claim_id,
             "stability": stability,
-            "recorded_at": now() if recorded_at is None else recorded_at,
+            "recorded_at": recorded_at,
         }
+        if recorded_at is None:  # now, or past the claim / current entry a clock ahead recorded
+            floor = db.profile_floor(tenant_id, person_id, claim_id) or 0
+            request["recorded_at"] = max(now(), floor)
         result: dict[str, Any] = call("profile", request)
         return result
 

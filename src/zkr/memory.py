@@ -309,6 +309,15 @@ class MemoryDb:
         with self._lock:
             return lifecycle.deletion_floor(self.conn, tenant_id, person_id, source_id)
 
+    def profile_floor(self, tenant_id: str, person_id: str, claim_id: str) -> int | None:
+        """The earliest ``recorded_at`` ``profile`` accepts for ``claim_id`` (its recording,
+        past the key's current entry), or ``None`` unless the claim is profile-live in scope
+        (library only; :meth:`correction_floor`'s companion)."""
+        from zkr.store import profiles
+
+        with self._lock:
+            return profiles.profile_floor(self.conn, tenant_id, person_id, claim_id)
+
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
         """The transcript locator of live evidence in scope, or ``None`` when it has none
         (spec/lifecycle.md §3.2). Raises ``NotFound`` for unknown or tombstoned evidence."""
