@@ -70,6 +70,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Repeat the skipped-suite lines of :func:`pytest_report_header` at the end: the
+    ``-q`` of ``addopts`` hides the header, and a run in a clone without ../shared otherwise
+    ends "N skipped" with no reason (newcomer finding)."""
+    config = terminalreporter.config
+    for line in pytest_report_header(config):
+        if "SKIPPED" in line:
+            terminalreporter.write_line(line, yellow=True)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if {"pg_server", "pg_dsn"} & set(getattr(item, "fixturenames", ())):

@@ -374,3 +374,113 @@ def test_arguments_of_the_wrong_json_type_are_refused_not_coerced(db_path: str) 
         assert message.startswith(f"Error executing tool {tool}: {expected}"), message
     with MemoryDb.open(db_path) as db:
         assert db.search(SearchRequest("t1", "p1", "a")).items == []
+
+
+def test_left_out_times_correct_a_future_claim_and_delete_what_a_fast_clock_recorded(
+    db_path: str,
+) -> None:
+    """Newcomer finding: the model leaves times out, and "now" was refused for a claim valid
+    from a future date (``correction timestamps must advance …``) and for a turn a phone whose
+    clock runs ahead recorded (``deleted_at cannot predate source recording``, ``profile entry
+    cannot predate its backing claim``). A left-out
+    time is now or the earliest the record admits; given times are still checked."""
+    now = int(time.time())
+    ahead = now + 600  # the phone's clock, synced to this replica
+
+    async def session() -> list[Any]:
+        async with mcp.Client(_params(db_path)) as client:
+            trip = _ok(
+                await client.call_tool(
+                    "remember",
+                    {
+                        "text": "The trip starts June 20.",
+                        "claim": {
+                            "subject": "trip",
+                            "predicate": "start",
+                            "value": "June 20",
+                            "valid_from": now + 30 * 86400,
+                        },
+                    },
+                )
+            )
+            hotel = _ok(
+                await client.call_tool(
+                    "remember",
+                    {
+                        "text": "The hotel is Casa Alfama.",
+                        "claim": {"subject": "trip", "predicate": "hotel", "value": "Casa Alfama"},
+                        "captured_at": ahead,
+                        "recorded_at": ahead,
+                    },
+                )
+            )
+            home = {"subject": "me", "predicate": "home", "value": "Berlin", "kind": "profile_fact"}
+            lives = _ok(
+                await client.call_tool(
+                    "remember",
+                    {"text": "I live in Berlin.", "claim": home, "recorded_at": ahead},
+                )
+            )
+            entry = _ok(await client.call_tool("profile", {"claim_id": lives["claim_id"]}))
+            assert entry["recorded_at"] == ahead
+            given = await client.call_tool(
+                "correct",
+                {"claim_id": trip["claim_id"], "text": "22", "value": "22", "valid_at": now},
+            )
+            return [
+                given,
+                _ok(
+                    await client.call_tool(
+                        "correct",
+                        {"claim_id": trip["claim_id"], "text": "No, June 22.", "value": "June 22"},
+                    )
+                ),
+                _ok(
+                    await client.call_tool(
+                        "correct",
+                        {"claim_id": hotel["claim_id"], "text": "Porto Bay.", "value": "Porto Bay"},
+                    )
+                ),
+                _ok(await client.call_tool("delete", {"source_id": hotel["source_id"]})),
+                _ok(await client.call_tool("search", {"query": "trip"})),
+            ]
+
+    given, trip, hotel, deleted, pack = asyncio.run(session())
+    assert given.is_error and "correction timestamps must advance" in given.content[0].text
+    assert trip["superseded_claim_id"] and hotel["superseded_claim_id"]
+    assert deleted["evidence_count"] == 1
+    excerpts = sorted(item["excerpt"] for item in pack["items"])
+    assert excerpts == ["trip hotel Porto Bay", "trip start June 22"]
+    target = {"kind": "claim", "id": trip["claim_id"]}
+    claims = cli(db_path, "trace", {"tenant_id": "local", "person_id": "me", "target": target})
+    valid_from = {c["id"]: c["valid_time"]["from"] for c in claims.json()["claims"]}
+    assert valid_from[trip["claim_id"]] == now + 30 * 86400 + 1
+
+
+def test_a_left_out_deleted_at_passes_the_claims_the_delete_retracts(db_path: str) -> None:
+    """The default ``deleted_at`` also clears the recording of each claim the deletion
+    retracts (``deleted_at must advance affected claims' recorded intervals``): a claim a
+    fast clock recorded, linked to an older turn, goes with that turn."""
+    now = int(time.time())
+    ahead = now + 600
+    scope = {"tenant_id": "local", "person_id": "me"}
+
+    def remember(text: str, at: int, claim: dict[str, Any] | None = None) -> Any:
+        request = {**scope, "kind": "conversation", "text": text, "captured_at": at}
+        if claim is not None:
+            request["claim"] = {**claim, "kind": "fact", "valid_from": at}
+        return cli(db_path, "remember", {**request, "recorded_at": at}).json()
+
+    turn = remember("We land in Porto at noon.", now - 60)
+    lands = {"subject": "trip", "predicate": "lands", "value": "noon"}
+    noted = remember("Landing noon.", ahead, lands)
+    link = {"claim_id": noted["claim_id"], "evidence_id": turn["evidence_id"]}
+    cli(db_path, "link", {**scope, **link, "relation": "supports", "confidence_basis_points": 9000})
+    cli(db_path, "delete", {**scope, "source_id": noted["source_id"], "deleted_at": ahead})
+
+    async def session() -> Any:
+        async with mcp.Client(_params(db_path)) as client:
+            return _ok(await client.call_tool("delete", {"source_id": turn["source_id"]}))
+
+    assert asyncio.run(session())["claim_count"] == 1
+    assert cli(db_path, "search", {**scope, "query": "noon"}).json()["items"] == []

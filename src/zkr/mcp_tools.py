@@ -270,12 +270,15 @@ def build_server(
         recorded_at: UnixTime = None,
     ) -> dict[str, Any]:
         at = now()
+        # a left-out time is now, or the earliest the claim admits when that is later (a claim
+        # valid from a future date, or recorded by a device whose clock runs ahead)
+        floor = db.correction_floor(tenant_id, person_id, claim_id) or (at, at)
         request = {
             "claim_id": claim_id,
             "text": text,
             "value": value,
-            "valid_at": at if valid_at is None else valid_at,
-            "recorded_at": at if recorded_at is None else recorded_at,
+            "valid_at": max(at, floor[0]) if valid_at is None else valid_at,
+            "recorded_at": max(at, floor[1]) if recorded_at is None else recorded_at,
         }
         result: dict[str, Any] = call("correct", request)
         return result
@@ -286,10 +289,9 @@ def build_server(
         annotations=ToolAnnotations(destructive_hint=True),
     )
     def delete(source_id: Id, deleted_at: UnixTime = None) -> dict[str, Any]:
-        request = {
-            "source_id": source_id,
-            "deleted_at": now() if deleted_at is None else deleted_at,
-        }
+        if deleted_at is None:  # now, or the source's recording when a clock ran ahead of ours
+            deleted_at = max(now(), db.deletion_floor(tenant_id, person_id, source_id) or 0)
+        request = {"source_id": source_id, "deleted_at": deleted_at}
         result: dict[str, Any] = call("delete", request)
         return result
 
@@ -308,8 +310,11 @@ def build_server(
         request = {
             "claim_id": claim_id,
             "stability": stability,
-            "recorded_at": now() if recorded_at is None else recorded_at,
+            "recorded_at": recorded_at,
         }
+        if recorded_at is None:  # now, or past the claim / current entry a clock ahead recorded
+            floor = db.profile_floor(tenant_id, person_id, claim_id) or 0
+            request["recorded_at"] = max(now(), floor)
         result: dict[str, Any] = call("profile", request)
         return result
 

@@ -288,6 +288,36 @@ class MemoryDb:
         with self._lock:
             return write.ingested_times(self.conn, tenant_id, person_id, ingestion_key)
 
+    def correction_floor(
+        self, tenant_id: str, person_id: str, claim_id: str
+    ) -> tuple[int, int] | None:
+        """The earliest ``(valid_at, recorded_at)`` ``correct`` accepts for ``claim_id``, or
+        ``None`` when no accepted claim has that id in scope: lets a caller that defaults times
+        to now correct a future-dated claim (library only)."""
+        from zkr.store import lifecycle
+
+        with self._lock:
+            return lifecycle.correction_floor(self.conn, tenant_id, person_id, claim_id)
+
+    def deletion_floor(self, tenant_id: str, person_id: str, source_id: str) -> int | None:
+        """The earliest ``deleted_at`` ``delete`` accepts for ``source_id`` (its recording,
+        past the claims it retracts), or ``None`` when no live source has that id in scope:
+        lets a caller that defaults times to now delete what a clock ahead of it recorded
+        (library only)."""
+        from zkr.store import lifecycle
+
+        with self._lock:
+            return lifecycle.deletion_floor(self.conn, tenant_id, person_id, source_id)
+
+    def profile_floor(self, tenant_id: str, person_id: str, claim_id: str) -> int | None:
+        """The earliest ``recorded_at`` ``profile`` accepts for ``claim_id`` (its recording,
+        past the key's current entry), or ``None`` unless the claim is profile-live in scope
+        (library only; :meth:`correction_floor`'s companion)."""
+        from zkr.store import profiles
+
+        with self._lock:
+            return profiles.profile_floor(self.conn, tenant_id, person_id, claim_id)
+
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
         """The transcript locator of live evidence in scope, or ``None`` when it has none
         (spec/lifecycle.md §3.2). Raises ``NotFound`` for unknown or tombstoned evidence."""

@@ -70,6 +70,18 @@ def _active_claim(
 # --------------------------------------------------------------------------- correct
 
 
+def correction_floor(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, claim_id: str
+) -> tuple[int, int] | None:
+    """The earliest ``(valid_at, recorded_at)`` :func:`correct` accepts for ``claim_id``: one
+    second past the accepted claim's ``valid_from`` and ``recorded_from`` (the §3.3 check
+    below), or ``None`` when no accepted claim has that id in scope. For callers that default
+    times to "now" (``zkr mcp``): a claim valid from a future date, or recorded by a device
+    whose clock runs ahead, is still corrected instead of refused."""
+    row = _active_claim(conn, tenant_id, person_id, claim_id, "valid_from, recorded_from")
+    return None if row is None else (int(row[0]) + 1, int(row[1]) + 1)
+
+
 def correct(conn: sqlite3.Connection, req: CorrectRequest) -> CorrectResult:
     """Supersede an accepted claim with a ``user_correction`` source (spec/lifecycle.md §3.3).
 
@@ -422,6 +434,45 @@ LEFT JOIN evidence_locators l ON l.evidence_id = e.id AND l.tenant_id = :t AND l
 WHERE e.tenant_id = :t AND e.person_id = :p AND e.source_id = :source
 ORDER BY e.id
 """
+
+
+# The claims a deletion retracts (_RETRACT_SQL's selection, read only): their recorded_from
+# bounds deleted_at from below (the interval trigger, spec/lifecycle.md §3.7 write 4).
+_RETRACTED_RECORDED_SQL = f"""
+SELECT max(c.recorded_from) FROM claims c
+WHERE c.tenant_id = :t AND c.person_id = :p AND c.status = 'accepted'
+  AND c.id IN (
+    SELECT ce.claim_id FROM evidence e
+    JOIN claim_evidence ce ON ce.evidence_id = e.id AND ce.tenant_id = :t AND ce.person_id = :p
+    WHERE e.tenant_id = :t AND e.person_id = :p AND e.source_id = :source)
+  AND NOT EXISTS (
+    SELECT 1 FROM claim_evidence ce
+    JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
+         AND {LIVE_EVIDENCE}
+    WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = c.id
+      AND e.source_id <> :source AND {SUPPORTS})
+"""
+
+
+def deletion_floor(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, source_id: str
+) -> int | None:
+    """The earliest ``deleted_at`` :func:`delete` accepts for ``source_id``: the source's
+    ``recorded_at``, and one second past the ``recorded_from`` of every claim the deletion
+    retracts; ``None`` when no live source has that id in scope. For callers that default
+    times to "now" (``zkr mcp``), so a source recorded by a device whose clock runs ahead can
+    still be deleted."""
+    params = {"t": tenant_id, "p": person_id, "source": source_id}
+    source = conn.execute(
+        "SELECT recorded_at FROM sources"
+        f" WHERE id = :source AND tenant_id = :t AND person_id = :p AND {live_source('')}",
+        params,
+    ).fetchone()
+    if source is None:
+        return None
+    claims = conn.execute(_RETRACTED_RECORDED_SQL, params).fetchone()
+    floor = int(source[0])
+    return floor if claims is None or claims[0] is None else max(floor, int(claims[0]) + 1)
 
 
 def delete(conn: sqlite3.Connection, req: DeleteRequest) -> DeleteResult:

@@ -65,6 +65,28 @@ def _int(value: object, column: str) -> int:
 # --------------------------------------------------------------------------- profile(s)
 
 
+def profile_floor(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, claim_id: str
+) -> int | None:
+    """The earliest ``recorded_at`` :func:`profile` accepts for ``claim_id``: the claim's
+    ``recorded_from``, and one second past the key's current entry (the §3.8 checks below);
+    ``None`` unless the claim is profile-live in scope. For callers that default times to
+    "now" (``zkr mcp``) when a device whose clock runs ahead recorded the claim or entry."""
+    claim = conn.execute(
+        "SELECT c.predicate, c.recorded_from FROM claims c"
+        f" WHERE c.id = ? AND c.tenant_id = ? AND c.person_id = ? AND {PROFILE_LIVE_CLAIM}",
+        (claim_id, tenant_id, person_id),
+    ).fetchone()
+    if claim is None:
+        return None
+    stored = conn.execute(
+        "SELECT recorded_at FROM profile_entries WHERE tenant_id = ? AND person_id = ? AND key = ?",
+        (tenant_id, person_id, claim[0]),
+    ).fetchone()
+    floor = int(claim[1])
+    return floor if stored is None else max(floor, int(stored[0]) + 1)
+
+
 def profile(conn: sqlite3.Connection, req: ProfileRequest) -> ProfileEntry:
     """Upsert the scope's entry for the claim's predicate (spec/lifecycle.md §3.8).
 
