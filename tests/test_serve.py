@@ -500,3 +500,13 @@ def test_a_database_that_vanishes_at_exit_is_refused_by_the_servers(
         f"--db {json.dumps(path)} is a database that vanishes when this process ends;"
         " give a file path or a postgresql:// URL"
     )
+
+
+def test_the_server_imports_numpy_at_start_not_on_a_search(server: Server) -> None:
+    """numpy (the in-memory lexical index from a connection's second search on) is loaded
+    before the first request is answered, so no search pays its import (0.2–0.4 s)."""
+    server.send_line(b"not json")
+    assert "error" in server.read()
+    maps = Path(f"/proc/{server.proc.pid}/maps").read_text().splitlines()
+    assert any("/numpy/" in line.split()[-1] for line in maps if len(line.split()) > 5)
+    assert server.close() == 0

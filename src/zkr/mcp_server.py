@@ -120,9 +120,9 @@ def main(argv: list[str]) -> int:
     except ZkrError as exc:
         sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
-    import gc
+    from zkr.serve import long_lived
 
-    gc.enable()  # a long-lived process (zkr.entry switches the collector off for CLI calls)
+    long_lived()
     watch = None
     try:
         server = mcp_tools.build_server(database, options.tenant, options.person)

@@ -350,6 +350,19 @@ def serve(
     return 0
 
 
+def long_lived() -> None:
+    """Set up a long-lived process (``zkr serve``, ``zkr mcp``) once it has its database.
+
+    The cyclic collector (off for one-shot CLI calls, see :mod:`zkr.entry`) comes back; numpy
+    is imported now, with the in-memory lexical index that needs it from a connection's second
+    search on (:mod:`zkr.store.memindex`), instead of by that request (0.2–0.4 s once on the
+    shared VM); then what start-up built is moved out of the collector's sight."""
+    gc.enable()
+    import zkr.store.memindex  # noqa: F401  (numpy with it)
+
+    gc.freeze()
+
+
 def _parse_args(argv: list[str]) -> str:
     if len(argv) == 2 and argv[0] == "--db":
         return argv[1]
@@ -372,10 +385,7 @@ def main(argv: list[str]) -> int:
     except ZkrError as exc:
         sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")
         return 1
-    # A long-lived process: the cyclic collector (off for one-shot CLI calls, see zkr.entry)
-    # comes back, and what start-up built is moved out of its sight.
-    gc.enable()
-    gc.freeze()
+    long_lived()
     _Stop.requested = False
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_r, False)
