@@ -250,13 +250,17 @@ def test_s05_correct_then_as_of_then_delete_correction(db: MemoryDb) -> None:
     fix = db.correct(correct_req(c.claim_id, valid_at=5, recorded_at=20))
     old = claim_row(db, c.claim_id)
     assert (old["status"], old["valid_until"], old["recorded_until"]) == ("superseded", 5, 20)
-    assert search(db, "Acme") == []
+    # the superseded claim is never live; 'Acme' finds the claim that corrected it
+    hits = search(db, "Acme")
+    assert [(h["memory"]["id"], h["evidence_ids"]) for h in hits] == [
+        (fix.claim_id, [fix.evidence_id])
+    ]
     as_of = search(db, "Acme", (4, 15))
     assert [h["excerpt"] for h in as_of] == ["Sam employer Acme"]
     assert search(db, "Beta")[0]["memory"] == {"id": fix.claim_id, "kind": "claim"}
     result = db.delete(delete_req(fix.source_id, 30))
     assert (result.evidence_count, result.claim_count) == (1, 1)
-    assert search(db, "Beta") == []
+    assert search(db, "Beta") == [] and search(db, "Acme") == []
     assert claim_row(db, c.claim_id)["status"] == "superseded"
     assert claim_row(db, fix.claim_id)["status"] == "retracted"
 

@@ -390,7 +390,7 @@ def test_a_layout_1_store_gets_the_lane_mark(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as raw:
         layout = raw.execute("SELECT value FROM zkr_pg_meta WHERE key = 'layout'").fetchone()
         marks = raw.execute("SELECT person_id FROM zkr_lane_marks").fetchall()
-    assert layout == ("4",) and marks == [("p",)]
+    assert layout == ("5",) and marks == [("p",)]
 
 
 def test_an_unreachable_server_is_a_storage_error() -> None:

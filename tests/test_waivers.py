@@ -41,7 +41,8 @@ def test_claim_found_by_its_own_words_replaces_its_source(db: MemoryDb) -> None:
     # superseded: the old claim is no longer found by its own words, the new one is
     fixed = db.correct(CorrectRequest(T, P, r.claim_id, "Sam moved to Globex", "Globex", 20, 20))
     assert pack(db, "employer") == [("claim", fixed.claim_id)]
-    assert pack(db, "Acme") == []
+    # (the correction carries the words of what it corrects, never the superseded claim)
+    assert pack(db, "Acme") == [("claim", fixed.claim_id)]
     # deleted: its claim disappears from every query
     db.delete(DeleteRequest(T, P, fixed.source_id, 30))
     assert pack(db, "employer") == [] and pack(db, "Globex") == []
@@ -111,3 +112,22 @@ def test_every_waiver_has_a_reason_and_a_guarding_test(name: str) -> None:
         reason = entry["reason"]
         test = reason.rsplit("tests/test_waivers.py::", 1)[-1]
         assert "tests/test_waivers.py::" in reason and f"def {test}(" in guards, entry
+
+
+def test_a_correction_is_found_by_the_words_of_what_it_corrects(db: MemoryDb) -> None:
+    """correct_basic step 7, search_as_of_corrections step 3, search_contradicting_evidence
+    steps 6 and 10: 'Acme' finds the claim that corrected 'Sam employer Acme' (its document
+    carries the chain's words, tests/test_correction_search.py), never the superseded claim or
+    its source; ``as_of`` before the correction still finds the old claim; retracting the
+    correction brings nothing back."""
+    a = remember(db, "Sam works at Acme", claim=("Sam", "employer", "Acme"))
+    x = remember(db, "Sam left Acme last month", at=12)
+    fix = db.correct(CorrectRequest(T, P, a.claim_id, "Sam moved to Beta", "Beta", 20, 21))
+    assert pack(db, "Acme") == [("claim", fix.claim_id), ("source", x.source_id)]
+    item = db.search(SearchRequest(T, P, "Acme")).items[0]
+    assert item.excerpt == "Sam employer Beta" and item.evidence_ids == [fix.evidence_id]
+    assert pack(db, "Acme", as_of=AsOf(11, 11)) == [("claim", a.claim_id)]
+    db.delete(DeleteRequest(T, P, x.source_id, 30))
+    assert pack(db, "Acme") == [("claim", fix.claim_id)]
+    db.delete(DeleteRequest(T, P, fix.source_id, 31))
+    assert pack(db, "Acme") == [] and pack(db, "Beta") == []

@@ -12,10 +12,12 @@ reasons, docs/retrieval-experiments.md the measurements.
    is meant. Such terms (a speaker label such as ``User:`` that starts every turn)
    never make a match on their own; they count only when the query has no other term.
 3. **Documents** (:mod:`zkr.store.search_index`): every source that is not deleted and every
-   claim (``subject predicate value``) of the scope. A document matches when it holds an
-   informative term. Matches are scored by FTS5 ``bm25()``; for speed whatever the store size,
-   at most :data:`WINDOW_ROWS` newest source documents and as many claim documents are scored
-   per round, plus every older match of a term with at most :data:`RARE_DOCS` of them.
+   claim (``subject predicate value``; a claim that corrects others also holds their words and
+   their live sources' text, ``search_index._CHAIN_TEXT``) of the scope. A document matches
+   when it holds an informative term. Matches are scored by FTS5 ``bm25()``; for speed
+   whatever the store size, at most :data:`WINDOW_ROWS` newest source documents and as many
+   claim documents are scored per round, plus every older match of a term with at most
+   :data:`RARE_DOCS` of them.
 4. **Eligibility.** A source document stands for the live claims its live evidence supports,
    else for itself when none of its live evidence supports any claim (§3.3); a claim document
    stands for its claim when that is live and citable (``as_of``: visible and citable at

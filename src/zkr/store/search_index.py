@@ -27,8 +27,11 @@ Layout (all created together, in one transaction):
   (:mod:`zkr.store.memindex`) exactly which documents changed since it last looked. An index
   built before the log existed gets it (and an epoch) at the next drain (``upgrade``).
 * triggers ``zkr_search_*`` on ``sources`` and ``claims`` (insert, delete, and updates of the
-  text, scope or ``deleted_at``) that only append to the queue. They are plain SQL, so the
-  reference fires them too when it writes to a file zkr has indexed.
+  text, scope or ``deleted_at``) and on ``corrections`` (insert, delete: the correcting claim)
+  that only append to the queue. A claim that corrects others also holds the text of the chain
+  it corrects (:data:`_CHAIN_TEXT`), so a drained source re-indexes those claims too. The
+  triggers are plain SQL, so the reference fires them too when it writes to a file zkr has
+  indexed.
 
 :func:`ensure_current` runs before every search: it builds the index when it is missing, of an
 older format or lacks a trigger (files written or migrated by the reference), and otherwise
@@ -46,10 +49,10 @@ from collections import Counter
 from collections.abc import Iterable
 
 from zkr.store.driver import Connection, change_mark, rollback
-from zkr.store.eligibility import LIVE_SOURCE, live_source
+from zkr.store.eligibility import LIVE_SOURCE, live_evidence, live_source, supporting
 from zkr.store.terms import document_terms
 
-INDEX_VERSION = "2"  # 2: label terms (zkr.store.terms, item 4)
+INDEX_VERSION = "3"  # 2: label terms (zkr.store.terms, item 4); 3: a correction's chain text
 CLAIM_BASE = 1 << 40
 DRAIN_BATCH = 2000
 LOG_KEEP = 20_000
@@ -61,6 +64,8 @@ _TRIGGER_NAMES = (
     "zkr_search_claim_insert",
     "zkr_search_claim_update",
     "zkr_search_claim_delete",
+    "zkr_search_correction_insert",
+    "zkr_search_correction_delete",
 )
 _TABLES = (
     "zkr_fts",
@@ -122,10 +127,10 @@ def _new_epoch(conn: sqlite3.Connection, prefix: str) -> None:
     )
 
 
-def _trigger(name: str, event: str, table: str, kind: str, row: str) -> str:
+def _trigger(name: str, event: str, table: str, kind: str, row: str, column: str = "id") -> str:
     return (
         f"CREATE TRIGGER {name} AFTER {event} ON {table} BEGIN"
-        f" INSERT INTO zkr_search_queue (kind, target) VALUES ('{kind}', {row}.id); END"
+        f" INSERT INTO zkr_search_queue (kind, target) VALUES ('{kind}', {row}.{column}); END"
     )
 
 
@@ -148,6 +153,9 @@ TRIGGERS = (
         "NEW",
     ),
     _trigger(_TRIGGER_NAMES[5], "DELETE", "claims", "claim", "OLD"),
+    # a claim's document carries the text of the chain it corrects (_CHAIN_TEXT)
+    _trigger(_TRIGGER_NAMES[6], "INSERT", "corrections", "claim", "NEW", "claim_id"),
+    _trigger(_TRIGGER_NAMES[7], "DELETE", "corrections", "claim", "OLD", "claim_id"),
 )
 
 
@@ -313,7 +321,7 @@ def _build(conn: sqlite3.Connection) -> None:
     )
     _new_epoch(conn, "")
     _enqueue_everything(conn)
-    drain(conn)
+    drain(conn, follow=False)
     conn.execute("DELETE FROM zkr_search_log")  # a new epoch: nobody reads what came before
 
 
@@ -335,7 +343,7 @@ def _build_private(conn: sqlite3.Connection, reason: sqlite3.Error) -> None:
         )
         _new_epoch(conn, "temp.")
         _enqueue_everything(conn)
-        drain(conn)
+        drain(conn, follow=False)
         conn.execute("DELETE FROM temp.zkr_search_log")  # a new epoch: nothing came before
         (version,) = conn.execute("PRAGMA data_version").fetchone()
         conn.execute("COMMIT")
@@ -358,12 +366,54 @@ _CURRENT_CLAIMS = """
 SELECT c.id, c.tenant_id, c.person_id, c.subject || ' ' || c.predicate || ' ' || c.value
 FROM json_each(:ids) AS h JOIN main.claims c ON c.id = h.value
 """
+# A correction stays findable by what it corrects (matching is ours, spec/README.md): the
+# document of a claim that supersedes others (``corrections``, spec/lifecycle.md §3.3, followed
+# transitively) also holds each superseded claim's ``subject predicate value`` and the text of
+# the live sources whose live evidence supports it ("I decided: the trip is to Lisbon" keeps
+# "decided" findable after "Porto instead of Lisbon"). Only the words move: the superseded
+# claims and their sources stay exactly as eligible as before (spec/retrieval.md §3.3, §4).
+_CHAIN_TEXT = f"""
+WITH RECURSIVE chain(head, id) AS (
+  SELECT k.claim_id, k.superseded_claim_id FROM main.corrections k
+   WHERE k.claim_id IN (SELECT value FROM json_each(:ids))
+  UNION
+  SELECT chain.head, k.superseded_claim_id FROM chain JOIN main.corrections k
+    ON k.claim_id = chain.id
+)
+SELECT chain.head, chain.id, 0, c.subject || ' ' || c.predicate || ' ' || c.value
+  FROM chain JOIN main.claims c ON c.id = chain.id
+UNION ALL
+SELECT DISTINCT chain.head, chain.id, 1, s.content FROM chain
+  JOIN main.claim_evidence ce ON ce.claim_id = chain.id AND {supporting("ce")}
+  JOIN main.evidence e ON e.id = ce.evidence_id AND {live_evidence("e")}
+  JOIN main.sources s ON s.id = e.source_id AND {LIVE_SOURCE}
+ORDER BY 1, 2, 3, 4
+"""
+# The claims whose chain text holds a source's words (the claims its evidence supports,
+# followed forward through ``corrections``): re-indexed with the source, so a deleted source's
+# words leave the corrections' documents too.
+_CORRECTING_CLAIMS = f"""
+WITH RECURSIVE fwd(id) AS (
+  SELECT k.claim_id FROM main.corrections k
+    JOIN main.claim_evidence ce ON ce.tenant_id = k.tenant_id AND ce.person_id = k.person_id
+     AND ce.claim_id = k.superseded_claim_id AND {supporting("ce")}
+    JOIN main.evidence e ON e.id = ce.evidence_id
+   WHERE e.source_id IN (SELECT value FROM json_each(:ids))
+  UNION
+  SELECT k.claim_id FROM fwd JOIN main.corrections k ON k.superseded_claim_id = fwd.id
+)
+SELECT id FROM fwd ORDER BY id
+"""
 
 
-def drain(conn: sqlite3.Connection) -> int:
+def drain(conn: sqlite3.Connection, follow: bool = True) -> int:
     """Re-index every queued record (inside the caller's write transaction); returns how
-    many distinct records were processed. A record keeps its rowid when re-indexed."""
+    many distinct records were processed. A record keeps its rowid when re-indexed. With
+    ``follow``, a queued source also re-indexes the claims whose chain text holds its words
+    (:data:`_CORRECTING_CLAIMS`; a full build queues every claim anyway)."""
     import json
+
+    follow = follow and _has_corrections(conn)
 
     done = 0
     while True:
@@ -381,6 +431,10 @@ def drain(conn: sqlite3.Connection) -> int:
         order: dict[tuple[str, str], None] = {}
         for _, kind, target in rows:
             order.setdefault((kind, target), None)
+        sources = [target for kind, target in order if kind == "source"]
+        if follow and sources:
+            for (claim,) in conn.execute(_CORRECTING_CLAIMS, {"ids": json.dumps(sources)}):
+                order.setdefault(("claim", claim), None)
         keys = list(order)
         done += len(keys)
         stats = _Stats()
@@ -391,9 +445,33 @@ def drain(conn: sqlite3.Connection) -> int:
             if ids:
                 for rid, tenant, person, text in conn.execute(sql, {"ids": json.dumps(ids)}):
                     texts[(kind, rid)] = (tenant, person, text)
+        _add_chain_text(conn, [target for k, target in keys if k == "claim"], texts)
         _insert(conn, [(key, texts[key]) for key in keys if key in texts], old, stats)
         stats.write(conn)
         conn.execute("DELETE FROM zkr_search_queue WHERE seq <= ?", (rows[-1][0],))
+
+
+def _has_corrections(conn: sqlite3.Connection) -> bool:
+    return conn.execute("SELECT 1 FROM main.corrections LIMIT 1").fetchone() is not None
+
+
+def _add_chain_text(
+    conn: sqlite3.Connection, claims: list[str], texts: dict[tuple[str, str], tuple[str, str, str]]
+) -> None:
+    """Append to each claim document in ``texts`` the text of the chain it corrects
+    (:data:`_CHAIN_TEXT`); claims that correct nothing keep ``subject predicate value``."""
+    import json
+
+    if not claims or not _has_corrections(conn):
+        return
+    extra: dict[str, list[str]] = {}
+    for head, _, _, text in conn.execute(_CHAIN_TEXT, {"ids": json.dumps(claims)}):
+        extra.setdefault(head, []).append(text)
+    for head, parts in extra.items():
+        key = ("claim", head)
+        if key in texts:
+            tenant, person, text = texts[key]
+            texts[key] = (tenant, person, " ".join((text, *parts)))
 
 
 class _Stats:

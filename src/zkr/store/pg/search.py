@@ -19,9 +19,12 @@ scope's statistics (``zkr_search_scopes``: documents and total terms; ``zkr_sear
 documents per term). In a file holding one scope the scores are FTS5's; in a store of many
 scopes each person's ranking depends only on that person's documents.
 
-**Upkeep.** Triggers on ``sources`` and ``claims`` append ``(scope, kind, target)`` to
-``zkr_search_queue``; a search first drains its own scope's queue (under the scope's write
-lock, in one short transaction). Every table leads with ``(tenant_id, person_id)``.
+A claim that corrects others also holds the text of the chain it corrects, as in SQLite
+(:data:`zkr.store.search_index._CHAIN_TEXT`).
+
+**Upkeep.** Triggers on ``sources``, ``claims`` and ``corrections`` append ``(scope, kind,
+target)`` to ``zkr_search_queue``; a search first drains its own scope's queue (under the
+scope's write lock, in one short transaction). Every table leads with ``(tenant_id, person_id)``.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from zkr.store.eligibility import live_source
+from zkr.store.eligibility import live_evidence, live_source, supporting
 from zkr.store.search_index import CLAIM_BASE, DRAIN_BATCH, scope_tag
 from zkr.store.terms import document_terms
 
@@ -91,7 +94,67 @@ END $$""",
     "CREATE TRIGGER zkr_search_claim AFTER INSERT OR DELETE"
     " OR UPDATE OF subject, predicate, value, tenant_id, person_id ON claims"
     " FOR EACH ROW EXECUTE FUNCTION zkr_search_enqueue()",
+    # a claim's document carries the text of the chain it corrects (_CHAIN_TEXT)
+    """CREATE OR REPLACE FUNCTION zkr_search_enqueue_correction() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        INSERT INTO zkr_search_queue (tenant_id, person_id, kind, target)
+        VALUES (OLD.tenant_id, OLD.person_id, 'claim', OLD.claim_id);
+    ELSE
+        INSERT INTO zkr_search_queue (tenant_id, person_id, kind, target)
+        VALUES (NEW.tenant_id, NEW.person_id, 'claim', NEW.claim_id);
+    END IF;
+    RETURN NULL;
+END $$""",
+    "DROP TRIGGER IF EXISTS zkr_search_correction ON corrections",
+    "CREATE TRIGGER zkr_search_correction AFTER INSERT OR DELETE ON corrections"
+    " FOR EACH ROW EXECUTE FUNCTION zkr_search_enqueue_correction()",
+    # (layout 5: a store indexed before re-indexes the claims that correct others)
+    "INSERT INTO zkr_search_queue (tenant_id, person_id, kind, target)"
+    " SELECT tenant_id, person_id, 'claim', claim_id FROM corrections",
 )
+
+# The chain text of a correction (the rule and its reasons: zkr.store.search_index._CHAIN_TEXT),
+# within one scope: each claim in %(ids)s with the claims it supersedes, transitively.
+_CHAIN_TEXT = f"""
+WITH RECURSIVE chain(head, id) AS (
+  SELECT k.claim_id, k.superseded_claim_id FROM corrections k
+   WHERE k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.claim_id = ANY(%(ids)s)
+  UNION
+  SELECT chain.head, k.superseded_claim_id FROM chain JOIN corrections k
+    ON k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.claim_id = chain.id
+), parts AS (
+  SELECT chain.head, chain.id, 0 AS n, c.subject || ' ' || c.predicate || ' ' || c.value AS text
+    FROM chain JOIN claims c ON c.tenant_id = %(t)s AND c.person_id = %(p)s AND c.id = chain.id
+  UNION
+  SELECT chain.head, chain.id, 1, s.content FROM chain
+    JOIN claim_evidence ce ON ce.tenant_id = %(t)s AND ce.person_id = %(p)s
+     AND ce.claim_id = chain.id AND {supporting("ce")}
+    JOIN evidence e ON e.tenant_id = %(t)s AND e.person_id = %(p)s AND e.id = ce.evidence_id
+     AND {live_evidence("e")}
+    JOIN sources s ON s.tenant_id = %(t)s AND s.person_id = %(p)s AND s.id = e.source_id
+     AND {live_source("s")}
+)
+SELECT coalesce(json_agg(json_build_array(head, text) ORDER BY head, id, n, text), '[]')::text
+FROM parts
+"""
+# The claims whose chain text holds the words of the sources in %(ids)s
+# (zkr.store.search_index._CORRECTING_CLAIMS).
+_CORRECTING_CLAIMS = f"""
+WITH RECURSIVE fwd(id) AS (
+  SELECT k.claim_id FROM corrections k
+    JOIN claim_evidence ce ON ce.tenant_id = k.tenant_id AND ce.person_id = k.person_id
+     AND ce.claim_id = k.superseded_claim_id AND {supporting("ce")}
+    JOIN evidence e ON e.tenant_id = k.tenant_id AND e.person_id = k.person_id
+     AND e.id = ce.evidence_id
+   WHERE k.tenant_id = %(t)s AND k.person_id = %(p)s AND e.source_id = ANY(%(ids)s)
+  UNION
+  SELECT k.claim_id FROM fwd JOIN corrections k
+    ON k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.superseded_claim_id = fwd.id
+)
+SELECT coalesce(json_agg(json_build_array(id) ORDER BY id), '[]')::text FROM fwd
+"""
 
 
 def _packed(conn: PgConnection, sql: str, params: Any) -> list[list[Any]]:
@@ -156,6 +219,11 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
         order: dict[tuple[str, str], None] = {}
         for _, kind, target in rows:
             order.setdefault((kind, target), None)
+        named = {"t": tenant_id, "p": person_id}
+        sources = [target for kind, target in order if kind == "source"]
+        if sources:
+            for (claim,) in _packed(conn, _CORRECTING_CLAIMS, {**named, "ids": sources}):
+                order.setdefault(("claim", claim), None)
         keys = list(order)
         done += len(keys)
         stats = _Stats(tenant_id, person_id)
@@ -179,6 +247,11 @@ def drain(conn: PgConnection, tenant_id: str, person_id: str) -> int:
             if ids:
                 for rid, text in _packed(conn, sql, [*scope, ids]):
                     texts[(kind, rid)] = text
+        claims = [target for k, target in keys if k == "claim"]
+        if claims:
+            for head, text in _packed(conn, _CHAIN_TEXT, {**named, "ids": claims}):
+                if ("claim", head) in texts:
+                    texts[("claim", head)] += " " + text
         _insert(conn, scope, [(key, texts[key]) for key in keys if key in texts], old, stats)
         stats.write(conn)
         conn.execute_native(
