@@ -55,6 +55,7 @@ def test_postgres_answers_the_decision_question_after_a_correction(pg_dsn: str) 
     with MemoryDb.open(pg_dsn) as db:
         _decision_question(db)
         _deleted_corrected_turn(db, "t2")
+        _deleted_supporting_turn(db, "t3")
 
 
 def _decision_question(db: MemoryDb) -> None:
@@ -142,3 +143,19 @@ def test_the_cli_answers_the_decision_question_after_a_correction(db_path: str) 
     assert top["memory"] == {"kind": "claim", "id": fixed["claim_id"]}
     assert top["evidence_ids"] == [fixed["evidence_id"]]
     assert top["relevance_basis_points"] >= 9000
+
+
+def test_a_deleted_turn_takes_its_claims_words_out_of_the_correction(db: MemoryDb) -> None:
+    """The superseded claim's own words (subject, predicate, value) are carried only while a
+    live turn supports it: once the user deletes that turn, searching its value finds nothing,
+    not the correction."""
+    _deleted_supporting_turn(db, T)
+
+
+def _deleted_supporting_turn(db: MemoryDb, t: str) -> None:
+    old = remember(db, "Sam works at Acme", t=t, at=10, claim=("Sam", "employer", "Acme"))
+    fixed = db.correct(CorrectRequest(t, P, old.claim_id, "Sam moved on", "Globex", 30, 30))
+    assert _items(db, "Acme", t=t)[0][1] == fixed.claim_id
+    db.delete(DeleteRequest(t, P, old.source_id, 40))
+    assert _items(db, "Acme", t=t) == []
+    assert _items(db, "Globex", t=t)[0][1] == fixed.claim_id

@@ -370,8 +370,10 @@ FROM json_each(:ids) AS h JOIN main.claims c ON c.id = h.value
 # document of a claim that supersedes others (``corrections``, spec/lifecycle.md §3.3, followed
 # transitively) also holds each superseded claim's ``subject predicate value`` and the text of
 # the live sources whose live evidence supports it ("I decided: the trip is to Lisbon" keeps
-# "decided" findable after "Porto instead of Lisbon"). Only the words move: the superseded
-# claims and their sources stay exactly as eligible as before (spec/retrieval.md §3.3, §4).
+# "decided" findable after "Porto instead of Lisbon"); both only while such a source stands,
+# so a deleted turn takes its claim's words out of every correction ("gone after a delete").
+# Only the words move: the superseded claims and their sources stay exactly as eligible as
+# before (spec/retrieval.md §3.3, §4).
 _CHAIN_TEXT = f"""
 WITH RECURSIVE chain(head, id) AS (
   SELECT k.claim_id, k.superseded_claim_id FROM main.corrections k
@@ -382,6 +384,11 @@ WITH RECURSIVE chain(head, id) AS (
 )
 SELECT chain.head, chain.id, 0, c.subject || ' ' || c.predicate || ' ' || c.value
   FROM chain JOIN main.claims c ON c.id = chain.id
+ WHERE EXISTS (
+  SELECT 1 FROM main.claim_evidence ce
+    JOIN main.evidence e ON e.id = ce.evidence_id AND {live_evidence("e")}
+    JOIN main.sources s ON s.id = e.source_id AND {LIVE_SOURCE}
+   WHERE ce.claim_id = chain.id AND {supporting("ce")})
 UNION ALL
 SELECT DISTINCT chain.head, chain.id, 1, s.content FROM chain
   JOIN main.claim_evidence ce ON ce.claim_id = chain.id AND {supporting("ce")}

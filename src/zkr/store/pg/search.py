@@ -124,17 +124,21 @@ WITH RECURSIVE chain(head, id) AS (
   UNION
   SELECT chain.head, k.superseded_claim_id FROM chain JOIN corrections k
     ON k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.claim_id = chain.id
-), parts AS (
-  SELECT chain.head, chain.id, 0 AS n, c.subject || ' ' || c.predicate || ' ' || c.value AS text
-    FROM chain JOIN claims c ON c.tenant_id = %(t)s AND c.person_id = %(p)s AND c.id = chain.id
-  UNION
-  SELECT chain.head, chain.id, 1, s.content FROM chain
+), turns AS (
+  SELECT chain.head, chain.id, 1 AS n, s.content AS text FROM chain
     JOIN claim_evidence ce ON ce.tenant_id = %(t)s AND ce.person_id = %(p)s
      AND ce.claim_id = chain.id AND {supporting("ce")}
     JOIN evidence e ON e.tenant_id = %(t)s AND e.person_id = %(p)s AND e.id = ce.evidence_id
      AND {live_evidence("e")}
     JOIN sources s ON s.tenant_id = %(t)s AND s.person_id = %(p)s AND s.id = e.source_id
      AND {live_source("s")}
+), parts AS (
+  -- a superseded claim's own words only while a live turn supports it (as in SQLite)
+  SELECT chain.head, chain.id, 0 AS n, c.subject || ' ' || c.predicate || ' ' || c.value AS text
+    FROM chain JOIN claims c ON c.tenant_id = %(t)s AND c.person_id = %(p)s AND c.id = chain.id
+   WHERE EXISTS (SELECT 1 FROM turns WHERE turns.id = chain.id)
+  UNION
+  SELECT head, id, n, text FROM turns
 )
 SELECT coalesce(json_agg(json_build_array(head, text) ORDER BY head, id, n, text), '[]')::text
 FROM parts
