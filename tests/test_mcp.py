@@ -183,7 +183,9 @@ def test_every_tool_over_stdio(db_path: str) -> None:
     with MemoryDb.open(db_path) as db:  # everything landed in the configured scope only
         assert db.profiles(LimitRequest("intruder", "p1")) == []
         assert db.search(SearchRequest("t1", "p1", "ramen")).items == []
-        assert db.search(SearchRequest("t1", "p1", "welder")).items == []  # corrected away
+        # the superseded turn's words find the correcting claim, never the superseded one
+        found = [i.memory.id for i in db.search(SearchRequest("t1", "p1", "welder")).items]
+        assert found == [seen["corrected"]["claim_id"]]
         assert db.search(SearchRequest("t1", "p1", "Globex")).items
 
 

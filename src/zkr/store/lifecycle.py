@@ -384,13 +384,17 @@ def archive(conn: sqlite3.Connection, req: ClaimTierRequest) -> str:
 
 # --------------------------------------------------------------------------- delete
 
-# §2.3 retraction, as one statement: accepted claims linked (either relation) to evidence of
-# the source that — the evidence now being tombstoned — have no `supports` link to live
-# evidence. Returns the post-state of every retracted claim for the feed.
-_RETRACT_SQL = f"""
-UPDATE claims SET status = 'retracted', recorded_until = :deleted_at
-WHERE +tenant_id = :t AND +person_id = :p AND +status = 'accepted'
-  AND id IN (
+
+# §2.3 retraction: accepted claims linked (either relation) to evidence of the source that —
+# the evidence being tombstoned — have no `supports` link to other live evidence. One rule,
+# two statements: the retraction itself (after the tombstones) and the deletion-time floor
+# (before them: the source's own evidence is left out by hand).
+def _retracted_by_source(claim: str, before_tombstones: bool) -> str:
+    """The WHERE conditions selecting the claims (alias ``claim``) a deletion of ``:source``
+    retracts (§2.3), in scope ``:t``/``:p``."""
+    other = " AND e.source_id <> :source" if before_tombstones else ""
+    return f"""+{claim}.tenant_id = :t AND +{claim}.person_id = :p AND +{claim}.status = 'accepted'
+  AND {claim}.id IN (
     -- The unary `+`s keep the planner on the primary key of claims and on
     -- zkr_claim_evidence_by_evidence, instead of scanning the scope's claims or links.
     SELECT ce.claim_id FROM evidence e
@@ -400,8 +404,14 @@ WHERE +tenant_id = :t AND +person_id = :p AND +status = 'accepted'
     SELECT 1 FROM claim_evidence ce
     JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
          AND {LIVE_EVIDENCE}
-    WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = claims.id
-      AND {SUPPORTS})
+    WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = {claim}.id
+      AND {SUPPORTS}{other})"""
+
+
+# The retraction as one statement; returns the post-state of every retracted claim for the feed.
+_RETRACT_SQL = f"""
+UPDATE claims SET status = 'retracted', recorded_until = :deleted_at
+WHERE {_retracted_by_source("claims", before_tombstones=False)}
 RETURNING id, subject, predicate, value, kind, valid_from, valid_until, recorded_from,
   recorded_until, status, tier, processing_state
 """
@@ -436,21 +446,11 @@ ORDER BY e.id
 """
 
 
-# The claims a deletion retracts (_RETRACT_SQL's selection, read only): their recorded_from
-# bounds deleted_at from below (the interval trigger, spec/lifecycle.md §3.7 write 4).
+# The claims a deletion retracts, read before the tombstones: their recorded_from bounds
+# deleted_at from below (the interval trigger, spec/lifecycle.md §3.7 write 4).
 _RETRACTED_RECORDED_SQL = f"""
 SELECT max(c.recorded_from) FROM claims c
-WHERE c.tenant_id = :t AND c.person_id = :p AND c.status = 'accepted'
-  AND c.id IN (
-    SELECT ce.claim_id FROM evidence e
-    JOIN claim_evidence ce ON ce.evidence_id = e.id AND ce.tenant_id = :t AND ce.person_id = :p
-    WHERE e.tenant_id = :t AND e.person_id = :p AND e.source_id = :source)
-  AND NOT EXISTS (
-    SELECT 1 FROM claim_evidence ce
-    JOIN evidence e ON e.id = ce.evidence_id AND e.tenant_id = :t AND e.person_id = :p
-         AND {LIVE_EVIDENCE}
-    WHERE ce.tenant_id = :t AND ce.person_id = :p AND ce.claim_id = c.id
-      AND e.source_id <> :source AND {SUPPORTS})
+WHERE {_retracted_by_source("c", before_tombstones=True)}
 """
 
 

@@ -314,15 +314,21 @@ def _build(conn: sqlite3.Connection) -> None:
     _drop(conn)
     for sql in (*_schema(""), *TRIGGERS):
         conn.execute(sql)
+    _fill(conn, "")
+
+
+def _fill(conn: sqlite3.Connection, prefix: str) -> None:
+    """Index every record into the just-created tables of schema ``prefix`` ('' or 'temp.')
+    under a new epoch (caller's transaction)."""
     conn.execute(
-        "INSERT INTO zkr_search_meta (key, value) VALUES ('version', ?),"
+        f"INSERT INTO {prefix}zkr_search_meta (key, value) VALUES ('version', ?),"
         " ('next_source', '1'), ('next_claim', ?)",
         (INDEX_VERSION, str(CLAIM_BASE)),
     )
-    _new_epoch(conn, "")
+    _new_epoch(conn, prefix)
     _enqueue_everything(conn)
     drain(conn, follow=False)
-    conn.execute("DELETE FROM zkr_search_log")  # a new epoch: nobody reads what came before
+    conn.execute(f"DELETE FROM {prefix}zkr_search_log")  # a new epoch: nothing came before
 
 
 def _build_private(conn: sqlite3.Connection, reason: sqlite3.Error) -> None:
@@ -336,15 +342,7 @@ def _build_private(conn: sqlite3.Connection, reason: sqlite3.Error) -> None:
     try:
         for sql in _schema("temp."):
             conn.execute(sql)
-        conn.execute(
-            "INSERT INTO temp.zkr_search_meta (key, value) VALUES ('version', ?),"
-            " ('next_source', '1'), ('next_claim', ?)",
-            (INDEX_VERSION, str(CLAIM_BASE)),
-        )
-        _new_epoch(conn, "temp.")
-        _enqueue_everything(conn)
-        drain(conn, follow=False)
-        conn.execute("DELETE FROM temp.zkr_search_log")  # a new epoch: nothing came before
+        _fill(conn, "temp.")
         (version,) = conn.execute("PRAGMA data_version").fetchone()
         conn.execute("COMMIT")
     except BaseException:
