@@ -476,7 +476,9 @@ def test_s19_lifecycle_with_vectors(db: MemoryDb) -> None:
     embed(db, "claim", c.claim_id, [1.0, 0.0])
     assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("claim", c.claim_id)]
     fix = db.correct(CorrectRequest(T, P, c.claim_id, "Sam moved to Beta", "Beta", 15, 20))
-    assert hybrid(db, "Acme", [1.0, 0.0]) == []
+    assert hybrid(db, "zzz", [1.0, 0.0]) == []  # the superseded claim's vector is gone
+    # (lexically, "Acme" finds the correction by what it corrects, never the old claim)
+    assert ids(hybrid(db, "Acme", [1.0, 0.0])) == [("claim", fix.claim_id)]
     old = hybrid(db, "Acme", [0.0, 1.0], as_of=AsOf(14, 15))
     assert ids(old) == [("claim", c.claim_id)]
     embed(db, "claim", fix.claim_id, [0.0, 1.0])

@@ -151,13 +151,14 @@ FOUND: list[tuple[str, set[str]]] = [
     ("what does alex prefer for breakfast?", {"breakfast_pref", "berries", *ALEX}),
     ("porridge", {"breakfast_pref"}),
     ("peanut allergy", {"allergy"}),
-    # corrections: the new value, never the superseded one
+    # corrections: the new value, never the superseded one; a superseded value's words find
+    # the claim that corrected it (a correction is found by what it corrects)
     ("where does alex live", {"city_new", *ALEX}),
     ("city", {"city_new"}),
     ("Munich", {"city_new"}),
-    ("Tempelhof", set()),
+    ("Tempelhof", {"city_new"}),
     ("staging port", {"port_new"}),
-    ("6001", set()),
+    ("6001", {"port_new"}),
     ("7002", {"port_new"}),
     # deletions
     ("locker code", set()),
@@ -167,7 +168,7 @@ FOUND: list[tuple[str, set[str]]] = [
     ("Okafor", {"dentist"}),
     ("LH1234", {"flight"}),
     ("Lisbon flight", {"flight", "sister"}),
-    ("Berlin", {"marathon"}),
+    ("Berlin", {"marathon", "city_new"}),
     ("September marathon", {"marathon"}),
     # unspaced scripts, Unicode forms
     ("OpenClaw", {"db"}),
