@@ -128,16 +128,27 @@ def test_db_path_flags_after_db_are_unknown_commands(db_path: str) -> None:
     assert cli(None, argv=["--db", db_path, "--help"]).error() == 'unknown command "--help"'
 
 
-@pytest.mark.parametrize("path", ["", ":memory:"])
+VANISHING = ["", ":memory:", "file::memory:", "file:", "file:?cache=shared", "file:x?mode=memory"]
+
+
+@pytest.mark.parametrize("path", VANISHING)
 def test_a_database_that_vanishes_at_exit_is_refused(path: str, tmp_path: Path) -> None:
-    """SQLite would accept both and drop every write when the process ends: remember would
-    print ids for memories never kept. The error names the value; nothing is created."""
+    """SQLite would accept these (``file:`` URIs too: zkr.store.db opens them as URIs) and drop
+    every write when the process ends: remember would print ids for memories never kept. The
+    error names the value; nothing is created."""
     result = cli(path, "remember", REMEMBER)
     assert result.code == 1 and result.stdout == ""
     assert result.error() == (
         f"--db {json.dumps(path)} is a database that vanishes when this process ends;"
         " give a file path or a postgresql:// URL"
     )
+
+
+def test_a_file_uri_naming_a_file_keeps_what_it_stores(tmp_path: Path) -> None:
+    path = tmp_path / "kept.db"
+    assert cli(f"file:{path}?mode=rwc", "remember", REMEMBER).json()["source_id"]
+    found = cli(str(path), "search", {"tenant_id": "t1", "person_id": "p1", "query": "Acme"})
+    assert found.json()["items"]
 
 
 def test_missing_parent_directory(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ retracting the correction resurrects nothing."""
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from tests.conftest import P, T, cli, remember
 from tests.test_memindex import kept, same_reads
 from zkr import MemoryDb
 from zkr.model import AsOf, CorrectRequest, DeleteRequest, SearchRequest
+from zkr.store.search_index import CHAIN_DEPTH, scope_tag
 
 QUESTION = "what did I decide about the trip?"
 DECISION = "I decided: the trip is to Lisbon"
@@ -56,6 +58,7 @@ def test_postgres_answers_the_decision_question_after_a_correction(pg_dsn: str) 
         _decision_question(db)
         _deleted_corrected_turn(db, "t2")
         _deleted_supporting_turn(db, "t3")
+        _long_chain(db, "t4")
 
 
 def _decision_question(db: MemoryDb) -> None:
@@ -159,3 +162,39 @@ def _deleted_supporting_turn(db: MemoryDb, t: str) -> None:
     db.delete(DeleteRequest(t, P, old.source_id, 40))
     assert _items(db, "Acme", t=t) == []
     assert _items(db, "Globex", t=t)[0][1] == fixed.claim_id
+
+
+def test_a_long_chain_holds_only_the_last_corrections_words(db: MemoryDb, db_path: str) -> None:
+    """A claim corrected again and again (a daily "where am I") would make each correction's
+    document hold every earlier turn: quadratic in the chain (400 corrections: a 44 MB file, a
+    13 s search after deleting the first turn). Each holds the words of CHAIN_DEPTH corrections
+    back; a delete still takes its words out of every document that holds them."""
+    _long_chain(db, T)
+    index = sqlite3.connect(db_path)
+    (docs,) = index.execute(
+        "SELECT count(*) FROM zkr_fts WHERE zkr_fts MATCH ?", (f'"{scope_tag(T, P)}orig"',)
+    ).fetchone()
+    assert docs == 1  # after the delete: the first claim's own document (it stands for nothing)
+    (docs,) = index.execute(
+        "SELECT count(*) FROM zkr_fts WHERE zkr_fts MATCH ?", (f'"{scope_tag(T, P)}step0"',)
+    ).fetchone()
+    assert docs == 1 + CHAIN_DEPTH  # its own turn's document and CHAIN_DEPTH corrections'
+
+
+def _long_chain(db: MemoryDb, t: str) -> None:
+    first = remember(db, "origami class on Fridays", t=t, at=10, claim=("hobby", "is", "orig"))
+    claim, turns = first.claim_id, []
+    for n in range(CHAIN_DEPTH + 3):
+        fixed = db.correct(CorrectRequest(t, P, claim, f"step{n} instead", f"v{n}", 20 + n, 20 + n))
+        claim = fixed.claim_id
+        turns.append(fixed)
+        db.search(SearchRequest(t, P, "origami", 10))
+    assert _items(db, "origami", t=t) == []  # more than CHAIN_DEPTH corrections back
+    # the turn CHAIN_DEPTH back from the head still leads to it, until it is deleted
+    deep = turns[-1 - CHAIN_DEPTH]
+    word = f"step{len(turns) - 1 - CHAIN_DEPTH}"
+    assert _items(db, word, t=t)[0][1] == claim
+    db.delete(DeleteRequest(t, P, deep.source_id, 100))
+    assert _items(db, word, t=t) == []
+    db.delete(DeleteRequest(t, P, first.source_id, 101))
+    assert _items(db, "orig", t=t) == []

@@ -23,7 +23,7 @@ from tests.conftest import sam_acme
 from zkr import MemoryDb
 from zkr.cli import dispatch, run
 from zkr.errors import StorageError
-from zkr.store.pg.schema import ID_INDEXED, UNSCOPED_TABLES
+from zkr.store.pg.schema import ID_INDEXED, LAYOUT, UNSCOPED_TABLES
 
 CORPUS = [
     "Sam works at Acme as a welder",
@@ -390,7 +390,7 @@ def test_a_layout_1_store_gets_the_lane_mark(pg_dsn: str) -> None:
     with psycopg.connect(pg_dsn, autocommit=True) as raw:
         layout = raw.execute("SELECT value FROM zkr_pg_meta WHERE key = 'layout'").fetchone()
         marks = raw.execute("SELECT person_id FROM zkr_lane_marks").fetchall()
-    assert layout == ("5",) and marks == [("p",)]
+    assert layout == (LAYOUT,) and marks == [("p",)]
 
 
 def test_an_unreachable_server_is_a_storage_error() -> None:

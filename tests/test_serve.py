@@ -488,7 +488,7 @@ def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:
 
 
 @pytest.mark.parametrize("server_command", ["serve", "mcp"])
-@pytest.mark.parametrize("path", ["", ":memory:"])
+@pytest.mark.parametrize("path", ["", ":memory:", "file::memory:", "file:x?mode=memory"])
 def test_a_database_that_vanishes_at_exit_is_refused_by_the_servers(
     server_command: str, path: str
 ) -> None:

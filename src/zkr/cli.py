@@ -28,11 +28,27 @@ def refuse_throwaway(path: str) -> None:
     process exits (``""``, ``:memory:``; spec/cli.md §2: honoured by the reference, relied on
     by nobody): a CLI call, ``zkr serve`` or ``zkr mcp`` would report ids for memories it never
     kept. The library (:meth:`zkr.MemoryDb.open`) still opens them."""
-    if path in THROWAWAY_PATHS:
+    if path in THROWAWAY_PATHS or _throwaway_uri(path):
         raise RequestError(
             f"--db {_rust_debug(path)} is a database that vanishes when this process ends;"
             " give a file path or a postgresql:// URL"
         )
+
+
+def _throwaway_uri(path: str) -> bool:
+    """Whether ``path`` is a SQLite ``file:`` URI (opened as one, zkr.store.db) naming a
+    database discarded at exit: ``file::memory:``, an empty file name (a temporary database) or
+    ``mode=memory`` (https://sqlite.org/uri.html)."""
+    if not path.startswith("file:"):
+        return False
+    from urllib.parse import parse_qsl, unquote
+
+    rest, _, query = path[5:].partition("#")[0].partition("?")
+    if rest.startswith("//"):  # an authority (empty or localhost) before the path
+        rest = rest[2 + len(rest[2:].partition("/")[0]) :]
+    name = unquote(rest)
+    modes = [value for key, value in parse_qsl(query, keep_blank_values=True) if key == "mode"]
+    return name in THROWAWAY_PATHS or "memory" in modes
 
 
 class Command(NamedTuple):

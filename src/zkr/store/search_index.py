@@ -52,10 +52,15 @@ from zkr.store.driver import Connection, change_mark, rollback
 from zkr.store.eligibility import LIVE_SOURCE, live_evidence, live_source, supporting
 from zkr.store.terms import document_terms
 
-INDEX_VERSION = "3"  # 2: label terms (zkr.store.terms, item 4); 3: a correction's chain text
+INDEX_VERSION = "4"  # 2: label terms (zkr.store.terms, item 4); 3: a correction's chain text;
+# 4: the chain cut at CHAIN_DEPTH (an index of 3 may hold deeper words that a delete would miss)
 CLAIM_BASE = 1 << 40
 DRAIN_BATCH = 2000
 LOG_KEEP = 20_000
+CHAIN_DEPTH = 8
+"""How many corrections back a claim's document holds the chain's words (:data:`_CHAIN_TEXT`):
+unbounded, a claim corrected N times made N documents of up to N turns each (N = 400: a 44 MB
+file, a 13 s search after deleting the first turn); bounded, each holds at most this many."""
 
 _TRIGGER_NAMES = (
     "zkr_search_source_insert",
@@ -371,16 +376,17 @@ FROM json_each(:ids) AS h JOIN main.claims c ON c.id = h.value
 # "decided" findable after "Porto instead of Lisbon"); both only while such a source stands,
 # so a deleted turn takes its claim's words out of every correction ("gone after a delete").
 # Only the words move: the superseded claims and their sources stay exactly as eligible as
-# before (spec/retrieval.md §3.3, §4).
+# before (spec/retrieval.md §3.3, §4). At most :data:`CHAIN_DEPTH` corrections back (the same
+# bound as _CORRECTING_CLAIMS, so a delete still reaches every document holding its words).
 _CHAIN_TEXT = f"""
-WITH RECURSIVE chain(head, id) AS (
-  SELECT k.claim_id, k.superseded_claim_id FROM main.corrections k
+WITH RECURSIVE chain(head, id, depth) AS (
+  SELECT k.claim_id, k.superseded_claim_id, 1 FROM main.corrections k
    WHERE k.claim_id IN (SELECT value FROM json_each(:ids))
   UNION
-  SELECT chain.head, k.superseded_claim_id FROM chain JOIN main.corrections k
-    ON k.claim_id = chain.id
+  SELECT chain.head, k.superseded_claim_id, chain.depth + 1 FROM chain
+    JOIN main.corrections k ON k.claim_id = chain.id WHERE chain.depth < {CHAIN_DEPTH}
 )
-SELECT chain.head, chain.id, 0, c.subject || ' ' || c.predicate || ' ' || c.value
+SELECT DISTINCT chain.head, chain.id, 0, c.subject || ' ' || c.predicate || ' ' || c.value
   FROM chain JOIN main.claims c ON c.id = chain.id
  WHERE EXISTS (
   SELECT 1 FROM main.claim_evidence ce
@@ -398,16 +404,17 @@ ORDER BY 1, 2, 3, 4
 # followed forward through ``corrections``): re-indexed with the source, so a deleted source's
 # words leave the corrections' documents too.
 _CORRECTING_CLAIMS = f"""
-WITH RECURSIVE fwd(id) AS (
-  SELECT k.claim_id FROM main.corrections k
+WITH RECURSIVE fwd(id, depth) AS (
+  SELECT k.claim_id, 1 FROM main.corrections k
     JOIN main.claim_evidence ce ON ce.tenant_id = k.tenant_id AND ce.person_id = k.person_id
      AND ce.claim_id = k.superseded_claim_id AND {supporting("ce")}
     JOIN main.evidence e ON e.id = ce.evidence_id
    WHERE e.source_id IN (SELECT value FROM json_each(:ids))
   UNION
-  SELECT k.claim_id FROM fwd JOIN main.corrections k ON k.superseded_claim_id = fwd.id
+  SELECT k.claim_id, fwd.depth + 1 FROM fwd JOIN main.corrections k
+    ON k.superseded_claim_id = fwd.id WHERE fwd.depth < {CHAIN_DEPTH}
 )
-SELECT id FROM fwd ORDER BY id
+SELECT DISTINCT id FROM fwd ORDER BY id
 """
 
 

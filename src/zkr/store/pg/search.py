@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zkr.store.eligibility import live_evidence, live_source, supporting
-from zkr.store.search_index import CLAIM_BASE, DRAIN_BATCH, scope_tag
+from zkr.store.search_index import CHAIN_DEPTH, CLAIM_BASE, DRAIN_BATCH, scope_tag
 from zkr.store.terms import document_terms
 
 if TYPE_CHECKING:
@@ -110,20 +110,22 @@ END $$""",
     "DROP TRIGGER IF EXISTS zkr_search_correction ON corrections",
     "CREATE TRIGGER zkr_search_correction AFTER INSERT OR DELETE ON corrections"
     " FOR EACH ROW EXECUTE FUNCTION zkr_search_enqueue_correction()",
-    # (layout 5: a store indexed before re-indexes the claims that correct others)
+    # (layouts 5 and 6, CHAIN_DEPTH: a store indexed before re-indexes the claims that correct
+    # others)
     "INSERT INTO zkr_search_queue (tenant_id, person_id, kind, target)"
     " SELECT tenant_id, person_id, 'claim', claim_id FROM corrections",
 )
 
 # The chain text of a correction (the rule and its reasons: zkr.store.search_index._CHAIN_TEXT),
-# within one scope: each claim in %(ids)s with the claims it supersedes, transitively.
+# within one scope: each claim in %(ids)s with the claims it supersedes, CHAIN_DEPTH back.
 _CHAIN_TEXT = f"""
-WITH RECURSIVE chain(head, id) AS (
-  SELECT k.claim_id, k.superseded_claim_id FROM corrections k
+WITH RECURSIVE chain(head, id, depth) AS (
+  SELECT k.claim_id, k.superseded_claim_id, 1 FROM corrections k
    WHERE k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.claim_id = ANY(%(ids)s)
   UNION
-  SELECT chain.head, k.superseded_claim_id FROM chain JOIN corrections k
+  SELECT chain.head, k.superseded_claim_id, chain.depth + 1 FROM chain JOIN corrections k
     ON k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.claim_id = chain.id
+   WHERE chain.depth < {CHAIN_DEPTH}
 ), turns AS (
   SELECT chain.head, chain.id, 1 AS n, s.content AS text FROM chain
     JOIN claim_evidence ce ON ce.tenant_id = %(t)s AND ce.person_id = %(p)s
@@ -146,18 +148,20 @@ FROM parts
 # The claims whose chain text holds the words of the sources in %(ids)s
 # (zkr.store.search_index._CORRECTING_CLAIMS).
 _CORRECTING_CLAIMS = f"""
-WITH RECURSIVE fwd(id) AS (
-  SELECT k.claim_id FROM corrections k
+WITH RECURSIVE fwd(id, depth) AS (
+  SELECT k.claim_id, 1 FROM corrections k
     JOIN claim_evidence ce ON ce.tenant_id = k.tenant_id AND ce.person_id = k.person_id
      AND ce.claim_id = k.superseded_claim_id AND {supporting("ce")}
     JOIN evidence e ON e.tenant_id = k.tenant_id AND e.person_id = k.person_id
      AND e.id = ce.evidence_id
    WHERE k.tenant_id = %(t)s AND k.person_id = %(p)s AND e.source_id = ANY(%(ids)s)
   UNION
-  SELECT k.claim_id FROM fwd JOIN corrections k
+  SELECT k.claim_id, fwd.depth + 1 FROM fwd JOIN corrections k
     ON k.tenant_id = %(t)s AND k.person_id = %(p)s AND k.superseded_claim_id = fwd.id
+   WHERE fwd.depth < {CHAIN_DEPTH}
 )
-SELECT coalesce(json_agg(json_build_array(id) ORDER BY id), '[]')::text FROM fwd
+SELECT coalesce(json_agg(json_build_array(id) ORDER BY id), '[]')::text
+  FROM (SELECT DISTINCT id FROM fwd) AS ids
 """
 
 
