@@ -13,7 +13,9 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # pathlib (and what it imports) stays off the numpy-free search's path
     from pathlib import Path
@@ -77,3 +79,26 @@ def rows_path(path: Path) -> Path:
     """The vectors file's vectors one after the other (row-major) for the numpy-free search
     (:mod:`zkr.store.lanescan`)."""
     return path.with_suffix(ROWS)
+
+
+@contextmanager
+def replacing(target: Path, magic: bytes, header: bytes) -> Iterator[BinaryIO]:
+    """Write the side file ``target`` atomically: the block writes the body into a temporary
+    file next to it that already starts with ``magic``, the header's length (8 bytes,
+    little-endian) and ``header``; ``target`` is replaced only when the block ends without an
+    exception, and the temporary file is removed when it does not. Raises ``OSError`` (every
+    caller ignores it: side files are caches)."""
+    import tempfile  # only writers need it (a CLI search that reads pays nothing)
+
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(magic)
+            handle.write(len(header).to_bytes(8, "little"))
+            handle.write(header)
+            yield handle
+        os.replace(tmp, target)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -55,6 +55,7 @@ from zkr.store.sidepaths import (  # re-exported: the paths and their switch
     lane_path as lane_path,
     overlay_path as overlay_path,
     prefilter_path as prefilter_path,
+    replacing,
     rows_path as rows_path,
     state_path as state_path,
 )
@@ -229,30 +230,19 @@ def write_columns(
     ).encode()
     try:
         path.parent.mkdir(exist_ok=True)
-        import tempfile  # only writers need it (a CLI search that reads pays nothing)
-
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".bin")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(MAGIC)
-                handle.write(len(header).to_bytes(8, "little"))
-                handle.write(header)
-                for piece in meta:
-                    handle.write(piece)
-                np.ascontiguousarray(rowids, dtype="<i8").tofile(handle)
-                np.ascontiguousarray(config, dtype="<i4").tofile(handle)
-                np.ascontiguousarray(column, dtype="<i8").tofile(handle)
-                np.ascontiguousarray(parsed, dtype=np.uint8).tofile(handle)
-                for matrix, norm in zip(matrices, norms, strict=True):
-                    handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
-                    for row in range(matrix.shape[0]):  # one row at a time: no full copy
-                        np.ascontiguousarray(matrix[row], dtype="<f4").tofile(handle)
-                    handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
-                    np.ascontiguousarray(norm, dtype="<f4").tofile(handle)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with replacing(path, MAGIC, header) as handle:
+            for piece in meta:
+                handle.write(piece)
+            np.ascontiguousarray(rowids, dtype="<i8").tofile(handle)
+            np.ascontiguousarray(config, dtype="<i4").tofile(handle)
+            np.ascontiguousarray(column, dtype="<i8").tofile(handle)
+            np.ascontiguousarray(parsed, dtype=np.uint8).tofile(handle)
+            for matrix, norm in zip(matrices, norms, strict=True):
+                handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
+                for row in range(matrix.shape[0]):  # one row at a time: no full copy
+                    np.ascontiguousarray(matrix[row], dtype="<f4").tofile(handle)
+                handle.write(b"\0" * (_aligned(handle.tell()) - handle.tell()))
+                np.ascontiguousarray(norm, dtype="<f4").tofile(handle)
     except OSError:
         return None
     return token
@@ -331,20 +321,9 @@ def write_state(path: Path, scope: tuple[str, str, str, str], lane: LaneState) -
     ).encode()
     try:
         path.parent.mkdir(exist_ok=True)
-        import tempfile
-
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".lane")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(LANE_MAGIC)
-                handle.write(len(header).to_bytes(8, "little"))
-                handle.write(header)
-                for array in arrays:
-                    handle.write(np.ascontiguousarray(array).tobytes())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with replacing(path, LANE_MAGIC, header) as handle:
+            for array in arrays:
+                handle.write(np.ascontiguousarray(array).tobytes())
     except OSError:
         return
 

@@ -22,7 +22,6 @@ leaves on disk. Like every side file they are caches: atomic replace, failures i
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -152,23 +151,11 @@ def _rows(handle: BinaryIO, offset: int, shape: tuple[int, int]) -> Iterator[byt
 def _replace(
     target: Path, magic: bytes, header: dict[str, object], pieces: Iterable[bytes]
 ) -> bool:
-    encoded = json.dumps(header).encode()
     try:
-        import tempfile
-
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=target.suffix)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(magic)
-                handle.write(len(encoded).to_bytes(8, "little"))
-                handle.write(encoded)
-                _pad(handle)
-                for piece in pieces:
-                    handle.write(piece)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with sidepaths.replacing(target, magic, json.dumps(header).encode()) as handle:
+            _pad(handle)
+            for piece in pieces:
+                handle.write(piece)
     except OSError:
         return False
     return True
