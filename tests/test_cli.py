@@ -144,6 +144,27 @@ def test_a_database_that_vanishes_at_exit_is_refused(path: str, tmp_path: Path) 
     )
 
 
+BLANK = [" ", "\t", " \n ", "file:%20", "file:%20%09?mode=rwc"]
+
+
+@pytest.mark.parametrize("path", BLANK)
+def test_a_blank_db_path_is_refused(
+    path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--db ' '`` (only whitespace, or a ``file:`` URI naming only whitespace) is a slip:
+    SQLite would create a file named by invisible characters in the working directory. The
+    error names the value; nothing is created."""
+    monkeypatch.chdir(tmp_path)
+    result = cli(path, "remember", REMEMBER)
+    assert result.code == 1 and result.stdout == ""
+    assert result.error() == (
+        f"--db {json.dumps(path)} is blank; give a file path or a postgresql:// URL"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # the command is still checked first: `--db PATH --help` stays an unknown command
+    assert cli(path, "--help").error() == 'unknown command "--help"'
+
+
 def test_a_file_uri_naming_a_file_keeps_what_it_stores(tmp_path: Path) -> None:
     path = tmp_path / "kept.db"
     assert cli(f"file:{path}?mode=rwc", "remember", REMEMBER).json()["source_id"]

@@ -502,6 +502,22 @@ def test_a_database_that_vanishes_at_exit_is_refused_by_the_servers(
     )
 
 
+@pytest.mark.parametrize("server_command", ["serve", "mcp"])
+@pytest.mark.parametrize("path", [" ", "\t\n", "file:%20"])
+def test_a_blank_db_path_is_refused_by_the_servers(
+    server_command: str, path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``zkr serve|mcp --db ' '`` would create a file named by whitespace: refused as the
+    one-shot CLI refuses it (zkr.cli.refuse_throwaway), nothing created."""
+    monkeypatch.chdir(tmp_path)
+    result = cli(None, argv=[server_command, "--db", path])
+    assert result.code == 1 and result.stdout == ""
+    assert result.error() == (
+        f"--db {json.dumps(path)} is blank; give a file path or a postgresql:// URL"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_server_imports_numpy_at_start_not_on_a_search(server: Server) -> None:
     """numpy (the in-memory lexical index from a connection's second search on) is loaded
     before the first request is answered, so no search pays its import (0.2–0.4 s)."""

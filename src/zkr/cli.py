@@ -27,12 +27,33 @@ def refuse_throwaway(path: str) -> None:
     """Raise ``RequestError`` for a ``--db`` that SQLite opens as a database vanishing when the
     process exits (``""``, ``:memory:``; spec/cli.md §2: honoured by the reference, relied on
     by nobody): a CLI call, ``zkr serve`` or ``zkr mcp`` would report ids for memories it never
-    kept. The library (:meth:`zkr.MemoryDb.open`) still opens them."""
+    kept. The library (:meth:`zkr.MemoryDb.open`) still opens them.
+
+    A blank path (only whitespace, e.g. ``" "``, or a ``file:`` URI naming one) is refused too:
+    it is a slip, not a name, and would create a file named by invisible characters in the
+    working directory."""
     if path in THROWAWAY_PATHS or _throwaway_uri(path):
         raise RequestError(
             f"--db {_rust_debug(path)} is a database that vanishes when this process ends;"
             " give a file path or a postgresql:// URL"
         )
+    if not path.strip() or not _uri_name(path).strip():
+        raise RequestError(
+            f"--db {_rust_debug(path)} is blank; give a file path or a postgresql:// URL"
+        )
+
+
+def _uri_name(path: str) -> str:
+    """The file name a SQLite ``file:`` URI opens (percent-decoded, without its authority,
+    query and fragment); ``path`` itself when it is not such a URI."""
+    if not path.startswith("file:"):
+        return path
+    from urllib.parse import unquote
+
+    rest = path[5:].partition("#")[0].partition("?")[0]
+    if rest.startswith("//"):  # an authority (empty or localhost) before the path
+        rest = rest[2 + len(rest[2:].partition("/")[0]) :]
+    return unquote(rest)
 
 
 def _throwaway_uri(path: str) -> bool:
@@ -41,14 +62,11 @@ def _throwaway_uri(path: str) -> bool:
     ``mode=memory`` (https://sqlite.org/uri.html)."""
     if not path.startswith("file:"):
         return False
-    from urllib.parse import parse_qsl, unquote
+    from urllib.parse import parse_qsl
 
-    rest, _, query = path[5:].partition("#")[0].partition("?")
-    if rest.startswith("//"):  # an authority (empty or localhost) before the path
-        rest = rest[2 + len(rest[2:].partition("/")[0]) :]
-    name = unquote(rest)
+    query = path[5:].partition("#")[0].partition("?")[2]
     modes = [value for key, value in parse_qsl(query, keep_blank_values=True) if key == "mode"]
-    return name in THROWAWAY_PATHS or "memory" in modes
+    return _uri_name(path) in THROWAWAY_PATHS or "memory" in modes
 
 
 class Command(NamedTuple):
