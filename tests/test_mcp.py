@@ -486,3 +486,61 @@ def test_a_left_out_deleted_at_passes_the_claims_the_delete_retracts(db_path: st
 
     assert asyncio.run(session())["claim_count"] == 1
     assert cli(db_path, "search", {**scope, "query": "noon"}).json()["items"] == []
+
+
+def test_left_out_times_past_the_largest_storable_second_are_the_rule_s_error(
+    db_path: str,
+) -> None:
+    """Newcomer finding: a record stored at the largest time (``2**63 - 1``) made the default
+    of a left-out time one second past it, and the tool answered ``invalid value: integer
+    `9223372036854775808`, expected i64`` for a value the model never gave. The default stops
+    at the largest time, so the store refuses it with its rule's message; nothing is written."""
+    last = 2**63 - 1
+    scope = {"tenant_id": "local", "person_id": "me"}
+
+    def remember(text: str, at: int, predicate: str) -> Any:
+        claim = {"subject": "x", "predicate": predicate, "value": text, "kind": "profile_fact"}
+        request = {**scope, "kind": "conversation", "text": text, "captured_at": at}
+        return cli(
+            db_path,
+            "remember",
+            {**request, "recorded_at": at, "claim": {**claim, "valid_from": at}},
+        ).json()
+
+    far = remember("far", last, "far")
+    first = remember("first", 5, "home")
+    entry = {**scope, "claim_id": first["claim_id"], "stability": "current", "recorded_at": last}
+    assert cli(db_path, "profile", entry).json()["recorded_at"] == last
+    second = remember("second", 6, "home")
+
+    async def session() -> list[Any]:
+        async with mcp.Client(_params(db_path)) as client:
+            return [
+                await client.call_tool(name, arguments)
+                for name, arguments in [
+                    ("correct", {"claim_id": far["claim_id"], "text": "t", "value": "v"}),
+                    ("delete", {"source_id": far["source_id"]}),
+                    ("profile", {"claim_id": second["claim_id"]}),
+                ]
+            ]
+
+    corrected, deleted, profiled = asyncio.run(session())
+    expected = [
+        (
+            corrected,
+            "correct",
+            "correction timestamps must advance the original valid and recorded intervals",
+        ),
+        (deleted, "delete", "deleted_at must advance affected claims' recorded intervals"),
+        (profiled, "profile", "profile replacement must advance recorded_at"),
+    ]
+    for result, tool, message in expected:
+        assert result.is_error, result.content
+        assert result.content[0].text == f"Error executing tool {tool}: {message}"
+    for kind in ("claim", "source"):  # neither corrected nor deleted
+        target = {"kind": kind, "id": far[f"{kind}_id"]}
+        assert cli(db_path, "get", {**scope, "target": target}).json()["excerpt"]
+    lookup = cli(db_path, "lookup", {**scope, "subject": "x", "predicate": "far"}).json()
+    assert [(claim["value"], claim["status"]) for claim in lookup] == [("far", "accepted")]
+    (current,) = cli(db_path, "profiles", {**scope, "limit": 10}).json()
+    assert current["claim_id"] == first["claim_id"]

@@ -142,6 +142,15 @@ class _Server(MCPServer[Any]):
             raise
 
 
+def default_time(now: int, floor: int | None) -> int:
+    """A left-out time: ``now`` (Unix seconds), or ``floor`` (the earliest the record admits,
+    from ``MemoryDb.*_floor``) when that is later, never past ``I64_MAX``. A floor one second
+    past a record stored at ``I64_MAX`` leaves no time the store accepts: the default is then
+    ``I64_MAX`` and the store refuses it with its rule's message (``correction timestamps must
+    advance …``), as it refuses that value given, instead of an out-of-range integer."""
+    return now if floor is None else min(max(now, floor), I64_MAX)
+
+
 class DefaultClock:
     """Integer Unix seconds for times a call leaves out: now, but always after the previous
     default, so that ``remember`` then ``correct`` or ``delete`` in the same second still
@@ -277,8 +286,8 @@ def build_server(
             "claim_id": claim_id,
             "text": text,
             "value": value,
-            "valid_at": max(at, floor[0]) if valid_at is None else valid_at,
-            "recorded_at": max(at, floor[1]) if recorded_at is None else recorded_at,
+            "valid_at": default_time(at, floor[0]) if valid_at is None else valid_at,
+            "recorded_at": default_time(at, floor[1]) if recorded_at is None else recorded_at,
         }
         result: dict[str, Any] = call("correct", request)
         return result
@@ -290,7 +299,7 @@ def build_server(
     )
     def delete(source_id: Id, deleted_at: UnixTime = None) -> dict[str, Any]:
         if deleted_at is None:  # now, or the source's recording when a clock ran ahead of ours
-            deleted_at = max(now(), db.deletion_floor(tenant_id, person_id, source_id) or 0)
+            deleted_at = default_time(now(), db.deletion_floor(tenant_id, person_id, source_id))
         request = {"source_id": source_id, "deleted_at": deleted_at}
         result: dict[str, Any] = call("delete", request)
         return result
@@ -313,8 +322,8 @@ def build_server(
             "recorded_at": recorded_at,
         }
         if recorded_at is None:  # now, or past the claim / current entry a clock ahead recorded
-            floor = db.profile_floor(tenant_id, person_id, claim_id) or 0
-            request["recorded_at"] = max(now(), floor)
+            floor = db.profile_floor(tenant_id, person_id, claim_id)
+            request["recorded_at"] = default_time(now(), floor)
         result: dict[str, Any] = call("profile", request)
         return result
 
