@@ -544,3 +544,80 @@ def test_left_out_times_past_the_largest_storable_second_are_the_rule_s_error(
     assert [(claim["value"], claim["status"]) for claim in lookup] == [("far", "accepted")]
     (current,) = cli(db_path, "profiles", {**scope, "limit": 10}).json()
     assert current["claim_id"] == first["claim_id"]
+
+
+class _RawStdio:
+    """A ``zkr mcp`` subprocess spoken to line by line (no SDK client): what a client that
+    sends a line the SDK cannot decode sees."""
+
+    def __init__(self, db_path: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "zkr", "mcp", "--db", db_path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+
+    def send(self, line: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self, timeout: float = 30) -> Any:
+        """The next reply line as JSON, or ``None`` when none came within ``timeout``."""
+        import select
+
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        return json.loads(self.proc.stdout.readline()) if ready else None
+
+    def close(self) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        code = self.proc.wait(timeout=30)
+        self.proc.stdout.close()
+        return code
+
+
+def _call(request_id: int, name: str, arguments: str) -> bytes:
+    """A ``tools/call`` line with ``arguments`` as written (raw JSON text)."""
+    head = f'{{"jsonrpc":"2.0","id":{request_id},"method":"tools/call",'
+    return f'{head}"params":{{"name":"{name}","arguments":{arguments}}}}}'.encode()
+
+
+def test_a_lone_surrogate_escape_is_answered_and_the_server_goes_on(db_path: str) -> None:
+    """Newcomer finding: a request holding ``"\\ud800"`` (JSON syntax, but no Unicode text)
+    got no reply at all: the SDK's stdio transport drops a line its JSON parser refuses, and
+    the client waited for ever. zkr answers it (its id, the CLI's message), answers a line that
+    is not JSON with a parse error, stores nothing, and serves the next request."""
+    server = _RawStdio(db_path)
+    try:
+        hello = {"protocolVersion": "2025-06-18", "capabilities": {}}
+        hello["clientInfo"] = {"name": "raw", "version": "1"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}
+        server.send(json.dumps(init).encode())
+        assert server.read()["id"] == 1
+        server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        message = "lone leading or trailing surrogate in string escape"
+        server.send(_call(2, "remember", '{"text":"a\\ud800b"}'))
+        assert server.read() == {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "error": {"code": -32600, "message": message},
+        }
+        server.send(_call(3, "search", '{"query":"x","limit":1,"x":"\\udc00"}'))
+        assert server.read()["id"] == 3
+        server.send(b"not json")
+        assert server.read() == {
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -32700, "message": "expected ident at line 1 column 1"},
+        }
+        server.send(_call(4, "remember", '{"text":"a pair \\ud83d\\ude00 is one character"}'))
+        stored = server.read()
+        assert stored["id"] == 4 and not stored["result"]["isError"]
+        server.send(_call(5, "search", '{"query":"pair"}'))
+        found = server.read()["result"]["structuredContent"]["items"]
+        assert [item["excerpt"] for item in found] == ["a pair \U0001f600 is one character"]
+    finally:
+        assert server.close() == 0

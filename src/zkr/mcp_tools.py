@@ -18,16 +18,25 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, NotRequired
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict  # pydantic needs it before Python 3.12
 
 from zkr import __version__
-from zkr.codec import I64_MAX, I64_MIN, U32_MAX
+from zkr.codec import I64_MAX, I64_MIN, U32_MAX, has_lone_surrogate, parse_json
 from zkr.context import DEFAULT_MAX_BYTES
-from zkr.errors import ZkrError
+from zkr.errors import RequestError, ZkrError
 from zkr.memory import MemoryDb
 from zkr.serve import FileWatch, run_command
 
@@ -126,11 +135,103 @@ def argument_error(tool: str, error: ValidationError) -> str:
     return f"Error executing tool {tool}: {'; '.join(parts)}"
 
 
+def undecodable_reply(item: Exception) -> JSONRPCError | None:
+    """The JSON-RPC error answering a stdio line the SDK could not decode, or ``None`` when
+    ``item`` (what the SDK's stdio transport passes on for such a line: pydantic's
+    ``json_invalid`` error holding the line) is anything else, or the line is blank.
+
+    The SDK drops such lines without a reply, so a client waits for ever on a request holding a
+    lone surrogate escape (``"\\ud800"``, valid JSON syntax but no Unicode text, refused by
+    the SDK's JSON parser). A line that is JSON apart from lone surrogates is an invalid request
+    (-32600) answered with its ``id`` when it is a request (it has a ``method``), with the
+    CLI's message (``lone leading or trailing surrogate in string escape``,
+    :func:`zkr.codec.parse_json`); any other undecodable line is a parse error (-32700) with a
+    null id, as JSON-RPC 2.0 §5.1 asks."""
+    if not isinstance(item, ValidationError):
+        return None
+    problems = item.errors(include_url=False)
+    if len(problems) != 1 or problems[0]["type"] != "json_invalid":
+        return None
+    line = problems[0]["input"]
+    if not isinstance(line, str) or not line.strip():
+        return None
+    try:
+        parse_json(line)
+    except RequestError as exc:
+        message = exc.message
+    else:
+        return None  # JSON that zkr reads: the SDK's own reasons stand
+    try:
+        value = parse_json(line, lone_surrogates=True)
+    except RequestError:
+        return JSONRPCError(
+            jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message=message)
+        )
+    request_id = value.get("id") if isinstance(value, dict) and "method" in value else None
+    if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+        request_id = None  # (JSON-RPC ids are strings or integers)
+    elif isinstance(request_id, str) and has_lone_surrogate(request_id):
+        request_id = None  # an id that cannot be written back
+    return JSONRPCError(
+        jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=message)
+    )
+
+
+class _AnsweringStream:
+    """The SDK's stdio read stream (items: ``SessionMessage`` or the ``Exception`` of a line it
+    could not decode), answering on ``write`` the lines :func:`undecodable_reply` answers and
+    passing everything else on, the sender's context included (``last_context``)."""
+
+    def __init__(self, inner: Any, write: Any) -> None:
+        self._inner = inner
+        self._write = write
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if isinstance(item, Exception) and (reply := undecodable_reply(item)) is not None:
+                await self._write.send(SessionMessage(reply))
+                continue
+            return item
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _AnsweringStream:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _AnsweringStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 class _Server(MCPServer[Any]):
-    """The SDK's server, with short argument errors (:func:`argument_error`) and the
+    """The SDK's server, with short argument errors (:func:`argument_error`), an answer to
+    every stdio line it cannot decode (:func:`undecodable_reply`) and the
     :class:`~zkr.serve.FileWatch` of its database (``watch``: set by :func:`build_server`)."""
 
     watch: FileWatch | None = None
+
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, its read stream wrapped in :class:`_AnsweringStream`."""
+        async with stdio_server() as (read_stream, write_stream):
+            await self._lowlevel_server.run(
+                _AnsweringStream(read_stream, write_stream),
+                write_stream,
+                self._lowlevel_server.create_initialization_options(),
+            )
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         try:
