@@ -582,3 +582,17 @@ def test_a_chat_export_with_an_overlong_number_is_one_error(tmp_path: Path) -> N
     message = run_import(db_path, file).error()
     assert message == "cannot tell the file's format; pass --format chatgpt, claude or jsonl"
     assert not Path(db_path).exists()
+
+
+@pytest.mark.parametrize("path", [" ", ":memory:", ""])
+def test_a_blank_or_vanishing_db_is_refused_before_reading(
+    path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``zkr import`` asks the same ``--db`` rule as every other entry point
+    (:func:`zkr.dbpath.refuse_throwaway`): a blank path would create a file named by invisible
+    characters, ``:memory:`` would count imported turns that were never kept."""
+    files = write(tmp_path / "in")
+    monkeypatch.chdir(tmp_path)
+    error = run_import(path, files["jsonl"]).error()
+    assert error.startswith(f"--db {json.dumps(path)} is ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

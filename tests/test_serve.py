@@ -508,7 +508,7 @@ def test_a_blank_db_path_is_refused_by_the_servers(
     server_command: str, path: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``zkr serve|mcp --db ' '`` would create a file named by whitespace: refused as the
-    one-shot CLI refuses it (zkr.cli.refuse_throwaway), nothing created."""
+    one-shot CLI refuses it (zkr.dbpath.refuse_throwaway), nothing created."""
     monkeypatch.chdir(tmp_path)
     result = cli(None, argv=[server_command, "--db", path])
     assert result.code == 1 and result.stdout == ""

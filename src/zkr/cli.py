@@ -13,60 +13,13 @@ from typing import Any, BinaryIO, NamedTuple
 
 from zkr import model
 from zkr.codec import cli_dumps, parse_json
+from zkr.dbpath import refuse_throwaway, rust_debug
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 from zkr.output import respond
 
 REQUEST_LIMIT = 1_048_576
 USAGE = "usage: zkr --db PATH COMMAND (use --help)"
-# --db values SQLite opens as a private database discarded at exit (checked by ``run``).
-THROWAWAY_PATHS = frozenset({"", ":memory:"})
-
-
-def refuse_throwaway(path: str) -> None:
-    """Raise ``RequestError`` for a ``--db`` that SQLite opens as a database vanishing when the
-    process exits (``""``, ``:memory:``; spec/cli.md §2: honoured by the reference, relied on
-    by nobody): a CLI call, ``zkr serve`` or ``zkr mcp`` would report ids for memories it never
-    kept. The library (:meth:`zkr.MemoryDb.open`) still opens them.
-
-    A blank path (only whitespace, e.g. ``" "``, or a ``file:`` URI naming one) is refused too:
-    it is a slip, not a name, and would create a file named by invisible characters in the
-    working directory."""
-    if path in THROWAWAY_PATHS or _throwaway_uri(path):
-        raise RequestError(
-            f"--db {_rust_debug(path)} is a database that vanishes when this process ends;"
-            " give a file path or a postgresql:// URL"
-        )
-    if not path.strip() or not _uri_name(path).strip():
-        raise RequestError(
-            f"--db {_rust_debug(path)} is blank; give a file path or a postgresql:// URL"
-        )
-
-
-def _uri_name(path: str) -> str:
-    """The file name a SQLite ``file:`` URI opens (percent-decoded, without its authority,
-    query and fragment); ``path`` itself when it is not such a URI."""
-    if not path.startswith("file:"):
-        return path
-    from urllib.parse import unquote
-
-    rest = path[5:].partition("#")[0].partition("?")[0]
-    if rest.startswith("//"):  # an authority (empty or localhost) before the path
-        rest = rest[2 + len(rest[2:].partition("/")[0]) :]
-    return unquote(rest)
-
-
-def _throwaway_uri(path: str) -> bool:
-    """Whether ``path`` is a SQLite ``file:`` URI (opened as one, zkr.store.db) naming a
-    database discarded at exit: ``file::memory:``, an empty file name (a temporary database) or
-    ``mode=memory`` (https://sqlite.org/uri.html)."""
-    if not path.startswith("file:"):
-        return False
-    from urllib.parse import parse_qsl
-
-    query = path[5:].partition("#")[0].partition("?")[2]
-    modes = [value for key, value in parse_qsl(query, keep_blank_values=True) if key == "mode"]
-    return _uri_name(path) in THROWAWAY_PATHS or "memory" in modes
 
 
 class Command(NamedTuple):
@@ -170,7 +123,7 @@ def dispatch(database: MemoryDb, command: str, request: Any) -> Any:
     Raises :class:`RequestError` (``unknown command``) for a name not in :data:`COMMANDS`.
     """
     if command not in COMMANDS:
-        raise RequestError(f"unknown command {_rust_debug(command)}")
+        raise RequestError(f"unknown command {rust_debug(command)}")
     typed = getattr(model, COMMANDS[command].request).from_json(request)  # decode
     result = getattr(database, command.replace("-", "_"))(typed)  # call
     return model.encode(result)  # encode
@@ -245,35 +198,11 @@ def _command_help(name: str, stdout: Any, stderr: Any) -> int:
     if name == "help":  # listed among the commands of the help screen
         return respond(stdout, stderr, help_text())
     if entry is None:
-        stderr.write(cli_dumps({"error": bounded(f"unknown command {_rust_debug(name)}")}) + "\n")
+        stderr.write(cli_dumps({"error": bounded(f"unknown command {rust_debug(name)}")}) + "\n")
         return 1
     from zkr.clihelp import command_help
 
     return respond(stdout, stderr, command_help(name, entry.purpose))
-
-
-def _rust_debug(name: str) -> str:
-    """``format!("{:?}", name)``: the quoted, escaped form used in ``unknown command``."""
-    out = ['"']
-    for ch in name:
-        code = ord(ch)
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\r":
-            out.append("\\r")
-        elif ch == "\t":
-            out.append("\\t")
-        elif code < 0x20 or code == 0x7F or 0xD800 <= code <= 0xDFFF:
-            # control characters, and argv bytes that were not UTF-8 (surrogate escapes)
-            out.append(f"\\u{{{code:x}}}")
-        else:
-            out.append(ch)
-    out.append('"')
-    return "".join(out)
 
 
 def read_request(stream: BinaryIO, optional: bool = False) -> Any:
@@ -332,7 +261,7 @@ def run(argv: list[str], stdin: BinaryIO, stdout: Any, stderr: Any) -> int:
         # (created, migrated) only by the handler's first database call, after the request was
         # decoded and validated (docs/decisions-core.md; the reference opens first).
         if command not in COMMANDS:
-            raise RequestError(f"unknown command {_rust_debug(command)}")
+            raise RequestError(f"unknown command {rust_debug(command)}")
         refuse_throwaway(path)
         request = read_request(stdin, optional=command in OPTIONAL_REQUEST)
         database = MemoryDb.deferred(path)

@@ -50,6 +50,7 @@ from datetime import UTC, datetime
 from typing import Any, NamedTuple, TextIO
 
 from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
+from zkr.dbpath import refuse_throwaway
 from zkr.errors import RequestError, ZkrError
 from zkr.output import respond
 
@@ -438,6 +439,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
 
     try:
         path, tenant, person, fmt, file = _parse_args(argv)
+        refuse_throwaway(path)
         require_scope(tenant, person)
         require_utf8(tenant, "--tenant")
         require_utf8(person, "--person")

@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
             raise RequestError(MISSING_SDK) from None
         if options.http:
             check_listen(options.host, options.port)
-        from zkr.cli import refuse_throwaway
+        from zkr.dbpath import refuse_throwaway
         from zkr.memory import MemoryDb
 
         refuse_throwaway(options.db)

@@ -54,8 +54,9 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any, BinaryIO
 
-from zkr.cli import REQUEST_LIMIT, dispatch, refuse_throwaway
+from zkr.cli import REQUEST_LIMIT, dispatch
 from zkr.codec import I64_MAX, I64_MIN, Fields, _describe, canonical, cli_dumps, parse_json
+from zkr.dbpath import refuse_throwaway
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 from zkr.output import respond, write_all
