@@ -18,7 +18,14 @@ import pytest
 from tests.conftest import P, T, cli, dump, sam_acme
 from zkr import MemoryDb
 from zkr.cli import REQUEST_LIMIT
-from zkr.serve import IDLE_CHECKPOINT_FRAMES, LINE_LIMIT, FileWatch, IdleCheckpoint, answer
+from zkr.serve import (
+    BACKSTOP_FRAMES,
+    IDLE_CHECKPOINT_FRAMES,
+    LINE_LIMIT,
+    FileWatch,
+    IdleCheckpoint,
+    answer,
+)
 
 
 class Server:
@@ -521,7 +528,7 @@ def test_the_log_size_read_from_the_index_is_sqlites(db_path: str) -> None:
     checkpoints = IdleCheckpoint.start(database, FileWatch(db_path))
     assert checkpoints is not None
     try:
-        assert database.conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (2000,)
+        assert database.conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (BACKSTOP_FRAMES,)
         for i in range(3):
             line = {"id": i, "command": "remember", "request": {**sam_acme(), "text": f"{i}"}}
             assert "ok" in json.loads(answer(database, json.dumps(line).encode()))
