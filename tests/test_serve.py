@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import subprocess
@@ -17,7 +18,14 @@ import pytest
 from tests.conftest import P, T, cli, dump, sam_acme
 from zkr import MemoryDb
 from zkr.cli import REQUEST_LIMIT
-from zkr.serve import LINE_LIMIT, FileWatch, answer
+from zkr.serve import (
+    BACKSTOP_FRAMES,
+    IDLE_CHECKPOINT_FRAMES,
+    LINE_LIMIT,
+    FileWatch,
+    IdleCheckpoint,
+    answer,
+)
 
 
 class Server:
@@ -526,3 +534,59 @@ def test_the_server_imports_numpy_at_start_not_on_a_search(server: Server) -> No
     maps = Path(f"/proc/{server.proc.pid}/maps").read_text().splitlines()
     assert any("/numpy/" in line.split()[-1] for line in maps if len(line.split()) > 5)
     assert server.close() == 0
+
+
+def test_the_log_size_read_from_the_index_is_sqlites(db_path: str) -> None:
+    """:meth:`IdleCheckpoint.pending_frames` (the wal-index header) counts the frames SQLite
+    itself reports as not yet checkpointed, and 0 once they are; the server connection's
+    own checkpoint moves to :data:`zkr.serve.BACKSTOP_FRAMES`."""
+    database = MemoryDb.open(db_path)
+    checkpoints = IdleCheckpoint.start(database, FileWatch(db_path))
+    assert checkpoints is not None
+    try:
+        assert database.conn.execute("PRAGMA wal_autocheckpoint").fetchone() == (BACKSTOP_FRAMES,)
+        for i in range(3):
+            line = {"id": i, "command": "remember", "request": {**sam_acme(), "text": f"{i}"}}
+            assert "ok" in json.loads(answer(database, json.dumps(line).encode()))
+        pending = checkpoints.pending_frames()
+        busy, log, done = database.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert (busy, done) == (0, log) and pending == log > 0
+        assert checkpoints.pending_frames() == 0
+    finally:
+        database.close()
+        checkpoints.close()
+    assert IdleCheckpoint.start(database, FileWatch("postgresql://zkr@127.0.0.1/x")) is None
+
+
+def test_the_server_checkpoints_after_the_response_that_filled_the_log(
+    server: Server, db_path: str
+) -> None:
+    """SQLite's own checkpoint ran inside the commit that took the log past 1000 frames; the
+    server takes it after that request's response (the next request, here a ``locator``, is
+    answered once it is done), so the log never holds 1000 frames between requests although
+    SQLite's backstop is at 2000, and every write is in the file afterwards."""
+    server.ok("remember", sam_acme())  # the server has the file (and PATH-shm) open
+    written, checkpoints, largest, previous = 1, 0, 0, 0
+    shm = os.open(db_path + "-shm", os.O_RDONLY)  # (no SQLite connection in this process)
+    try:
+        while checkpoints < 2:
+            assert written < 1000, "the log was never checkpointed"
+            server.ok("remember", {**sam_acme(), "text": f"Sam met Kim on day {written}"})
+            written += 1
+            server.ok("locator", {"tenant_id": T, "person_id": P, "evidence_id": "none"})
+            header = os.pread(shm, 100, 0)
+            pending = int.from_bytes(header[16:20], sys.byteorder) - int.from_bytes(
+                header[96:100], sys.byteorder
+            )
+            largest = max(largest, pending)
+            checkpoints += pending < previous
+            previous = pending
+    finally:
+        os.close(shm)
+    assert 0 < largest < IDLE_CHECKPOINT_FRAMES
+    assert server.close() == 0
+    conn = sqlite3.connect(db_path)
+    try:
+        assert conn.execute("SELECT count(*) FROM sources").fetchone() == (written,)
+    finally:
+        conn.close()
