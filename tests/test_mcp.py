@@ -238,6 +238,8 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
         (["--person", "me\udcff"], "--person must be UTF-8 text"),  # the byte 0xff in argv
         (["--port", "70000"], "--port out of range: 70000"),
         (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--port", "8765"], "--port needs --http (without it zkr mcp speaks stdio)"),
+        (["--host", "::1"], "--host needs --http (without it zkr mcp speaks stdio)"),
     ],
 )
 def test_bad_options_are_one_error(db_path: str, flags: list[str], message: str) -> None:

@@ -6,7 +6,8 @@ Options (flags win over the environment)::
     --tenant T, --person P the one scope every tool acts on ($ZKR_TENANT, $ZKR_PERSON;
                            default "local" / "me"); the model never chooses it
     --http                 streamable HTTP instead of stdio, at http://HOST:PORT/mcp
-    --host H, --port N     loopback only (127.0.0.1 by default, or ::1 / localhost); 8765
+    --host H, --port N     with --http: loopback only (127.0.0.1 by default, or ::1 /
+                           localhost); 8765 (without --http they are refused)
 
 This module stays importable without the SDK: it checks for it, then loads
 :mod:`zkr.mcp_tools`. A bad command line, a missing SDK, an HTTP address that cannot be listened
@@ -64,9 +65,12 @@ def parse_options(argv: list[str]) -> Options:
     parser.add_argument(
         "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp, not stdio"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"({DEFAULT_PORT})")
+    parser.add_argument("--host", help="a loopback address (127.0.0.1); needs --http")
+    parser.add_argument("--port", type=int, help=f"({DEFAULT_PORT}); needs --http")
     args = parser.parse_args(argv)
+    given = [name for name in ("host", "port") if getattr(args, name) is not None]
+    args.host = "127.0.0.1" if args.host is None else args.host
+    args.port = DEFAULT_PORT if args.port is None else args.port
     for name in ("tenant", "person"):
         value = str(getattr(args, name))
         if is_blank(value):  # (the scope rule's Unicode White_Space)
@@ -76,6 +80,8 @@ def parse_options(argv: list[str]) -> Options:
         raise RequestError(f"--host must be a loopback address (zkr mcp has no auth): {args.host}")
     if not 0 < args.port < 65536:
         raise RequestError(f"--port out of range: {args.port}")
+    if given and not args.http:  # stdio would silently ignore them: refuse instead
+        raise RequestError(f"--{given[0]} needs --http (without it zkr mcp speaks stdio)")
     return Options(args.db, args.tenant, args.person, args.http, args.host, args.port)
 
 
