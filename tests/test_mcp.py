@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -488,3 +490,43 @@ def test_a_left_out_deleted_at_passes_the_claims_the_delete_retracts(db_path: st
 
     assert asyncio.run(session())["claim_count"] == 1
     assert cli(db_path, "search", {**scope, "query": "noon"}).json()["items"] == []
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stdio_server_stops_on_sigint_and_sigterm(db_path: str, signum: int) -> None:
+    """Ctrl-C (or SIGTERM) with the client still connected ends the stdio server at once with
+    status 0, its file closed; it used to wait for another stdin line (SIGINT: the SDK reads
+    stdin in a thread no cancellation reaches) or die unclosed by the signal (SIGTERM)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "mcp", "--db", db_path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # the server loop is up
+        proc.send_signal(signum)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert code == 0
+    # closed cleanly: the last connection's checkpoint removed the write-ahead log
+    assert not os.path.exists(db_path + "-wal")

@@ -12,7 +12,8 @@ Options (flags win over the environment)::
 This module stays importable without the SDK: it checks for it, then loads
 :mod:`zkr.mcp_tools`. A bad command line, a missing SDK, an HTTP address that cannot be listened
 on (a port in use) or an unopenable file is one ``{"error"}`` line on stderr and exit status 1,
-as for any CLI call.
+as for any CLI call. On stdio, SIGINT and SIGTERM end the server at once with status 0, the
+file closed after the call in flight (:func:`stop_on_signals`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,20 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import socket
 import sys
-from typing import NamedTuple, NoReturn
+import threading
+from contextlib import suppress
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from zkr.codec import cli_dumps, require_utf8
 from zkr.errors import RequestError, ZkrError
 from zkr.text import is_blank
+
+if TYPE_CHECKING:
+    from zkr.memory import MemoryDb
+    from zkr.serve import FileWatch
 
 DEFAULT_PORT = 8765
 MISSING_SDK = "zkr mcp needs the MCP SDK: pip install 'zkr[mcp]'"
@@ -108,6 +116,36 @@ def check_listen(host: str, port: int) -> None:
         raise RequestError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def stop_on_signals(database: MemoryDb, watch: FileWatch | None) -> None:
+    """stdio: SIGINT and SIGTERM end the server at once, cleanly.
+
+    The SDK reads stdin in a worker thread that no cancellation reaches, so Ctrl-C used to
+    leave the server waiting for one more input line (and SIGTERM killed it unclosed). Now a
+    signal starts a thread that closes the database, which waits for a tool call in flight to
+    finish its transaction (:meth:`MemoryDb.close` takes the call lock), and ends the process
+    with status 0 (1 when the file was lost: :class:`~zkr.serve.FileWatch`). The answer of
+    that last call may not reach the client; its write stands (resend with an
+    ``ingestion_key``).
+    """
+
+    def finish() -> None:
+        if watch is None:
+            database.close()
+        else:
+            watch.close(database)  # not once the file was lost
+            watch.exit_if_lost(1)
+        with suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=finish, name="zkr-mcp-stop", daemon=True).start()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handler)
+
+
 def main(argv: list[str]) -> int:
     """Run the server until its client disconnects (stdio) or it is interrupted (HTTP)."""
     try:
@@ -136,6 +174,7 @@ def main(argv: list[str]) -> int:
         if options.http:
             server.run("streamable-http", host=options.host, port=options.port)
         else:
+            stop_on_signals(database, watch)
             server.run("stdio")
     except KeyboardInterrupt:
         pass
