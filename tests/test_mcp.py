@@ -189,6 +189,10 @@ def test_every_tool_over_stdio(db_path: str) -> None:
         found = [i.memory.id for i in db.search(SearchRequest("t1", "p1", "welder")).items]
         assert found == [seen["corrected"]["claim_id"]]
         assert db.search(SearchRequest("t1", "p1", "Globex")).items
+        # the correction moved the profile entry to the new value (it used to vanish)
+        assert [(e.key, e.value) for e in db.profiles(LimitRequest("t1", "p1"))] == [
+            ("employer", "Globex")
+        ]
 
 
 def _free_port() -> int:
