@@ -233,6 +233,10 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
         proc.stderr.close()
     assert names == TOOLS
     assert "The garage code is 4711 [source " in text
+    # SIGTERM (terminate): uvicorn's shutdown, then the file closed and status 0 (it died of
+    # the signal uvicorn re-raised, -15, its file unclosed)
+    assert proc.returncode == 0
+    assert not os.path.exists(db_path + "-wal")
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ Options (flags win over the environment)::
 This module stays importable without the SDK: it checks for it, then loads
 :mod:`zkr.mcp_tools`. A bad command line, a missing SDK, an HTTP address that cannot be listened
 on (a port in use) or an unopenable file is one ``{"error"}`` line on stderr and exit status 1,
-as for any CLI call. On stdio, SIGINT and SIGTERM end the server at once with status 0, the
-file closed after the call in flight (:func:`stop_on_signals`).
+as for any CLI call. SIGINT and SIGTERM end the server with status 0, the file closed after
+the call in flight (stdio: :func:`stop_on_signals`; HTTP: uvicorn's shutdown).
 """
 
 from __future__ import annotations
@@ -172,6 +172,10 @@ def main(argv: list[str]) -> int:
         server = mcp_tools.build_server(database, options.tenant, options.person)
         watch = server.watch
         if options.http:
+            # uvicorn shuts down on SIGTERM, then re-raises it to the handler it found: make
+            # that KeyboardInterrupt (as for SIGINT), so the file is closed below and the exit
+            # status is 0 instead of death by the signal
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
             server.run("streamable-http", host=options.host, port=options.port)
         else:
             stop_on_signals(database, watch)
