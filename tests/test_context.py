@@ -73,6 +73,10 @@ def test_no_match_blank_query_and_floor(db: MemoryDb) -> None:
     floored = build_context(db, T, P, "welder", min_relevance_basis_points=10_000)
     assert len(floored.items) == 1
     assert build_context(db, T, P, "welder", review_limit=0).reviews == []
+    # as with reviews, a profile limit of 0 leaves the section out (it meant 10 before)
+    no_profile = build_context(db, T, P, "welder", profile_limit=0)
+    assert no_profile.profiles == [] and "Profile (current):" not in no_profile.text
+    assert no_profile.to_json()["left_out"]["profiles"] == 0
     try:
         build_context(db, T, P, "welder", max_bytes=-1)
     except RequestError as exc:

@@ -296,3 +296,17 @@ def test_in_ci_a_missing_shared_fails_the_run(tmp_path: Path) -> None:
 def test_json_help_examples_are_json() -> None:
     for entry in HELP.values():
         assert json.loads(json.dumps(entry.example)) == entry.example
+
+
+def test_scope_profile_twice_in_one_second_replaces_the_entry(db: MemoryDb) -> None:
+    """profile(Berlin) then, in the same second, profile(Paris) of the same key: the second
+    default time steps past the first (the rule wants a later recorded_at), as correct does."""
+    me = db.scope("local", "me")
+    time.sleep(1 - time.time() % 1)  # start of a second: every call below lands in it
+    claim = {"subject": "me", "predicate": "city", "kind": "profile_fact"}
+    berlin = me.remember("I live in Berlin", claim={**claim, "value": "Berlin"})
+    first = me.profile(berlin.claim_id or "")
+    paris = me.remember("I live in Paris now", claim={**claim, "value": "Paris"})
+    second = me.profile(paris.claim_id or "")
+    assert second.recorded_at > first.recorded_at
+    assert [(p.key, p.value) for p in me.profiles()] == [("city", "Paris")]

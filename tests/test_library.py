@@ -49,6 +49,10 @@ def base(**override: Any) -> RememberRequest:
         (base(kind="conversation"), "field `kind`: expected a SourceKind member"),
         (base(text="bad \ud800"), "field `text`: lone surrogate"),
         (base(text=None), "field `text`: invalid type: null"),
+        # Python values no JSON decoder makes are named by their type, not called a map
+        (base(text=b"hello"), "field `text`: invalid type: Python bytes, expected a string"),
+        (base(text=("a",)), "field `text`: invalid type: sequence, expected a string"),
+        (base(text={"a": 1}), "field `text`: invalid type: map, expected a string"),
         (base(claim=ClaimInput("s", "p", "v", ClaimKind.FACT, 1.5)), "field `claim.valid_from`"),
         (base(claim=("s", "p", "v", "fact", 1)), "field `claim`: expected ClaimInput"),
         (base(locator=Locator("d", "p", "s", "g", -1, 2)), "field `locator.start_ms`: invalid"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -187,6 +189,10 @@ def test_every_tool_over_stdio(db_path: str) -> None:
         found = [i.memory.id for i in db.search(SearchRequest("t1", "p1", "welder")).items]
         assert found == [seen["corrected"]["claim_id"]]
         assert db.search(SearchRequest("t1", "p1", "Globex")).items
+        # the correction moved the profile entry to the new value (it used to vanish)
+        assert [(e.key, e.value) for e in db.profiles(LimitRequest("t1", "p1"))] == [
+            ("employer", "Globex")
+        ]
 
 
 def _free_port() -> int:
@@ -227,6 +233,10 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
         proc.stderr.close()
     assert names == TOOLS
     assert "The garage code is 4711 [source " in text
+    # SIGTERM (terminate): uvicorn's shutdown, then the file closed and status 0 (it died of
+    # the signal uvicorn re-raised, -15, its file unclosed)
+    assert proc.returncode == 0
+    assert not os.path.exists(db_path + "-wal")
 
 
 @pytest.mark.parametrize(
@@ -238,6 +248,8 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
         (["--person", "me\udcff"], "--person must be UTF-8 text"),  # the byte 0xff in argv
         (["--port", "70000"], "--port out of range: 70000"),
         (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--port", "8765"], "--port needs --http (without it zkr mcp speaks stdio)"),
+        (["--host", "::1"], "--host needs --http (without it zkr mcp speaks stdio)"),
     ],
 )
 def test_bad_options_are_one_error(db_path: str, flags: list[str], message: str) -> None:
@@ -621,3 +633,43 @@ def test_a_lone_surrogate_escape_is_answered_and_the_server_goes_on(db_path: str
         assert [item["excerpt"] for item in found] == ["a pair \U0001f600 is one character"]
     finally:
         assert server.close() == 0
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_stdio_server_stops_on_sigint_and_sigterm(db_path: str, signum: int) -> None:
+    """Ctrl-C (or SIGTERM) with the client still connected ends the stdio server at once with
+    status 0, its file closed; it used to wait for another stdin line (SIGINT: the SDK reads
+    stdin in a thread no cancellation reaches) or die unclosed by the signal (SIGTERM)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "mcp", "--db", db_path],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    try:
+        hello = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"},
+            },
+        }
+        proc.stdin.write((json.dumps(hello) + "\n").encode())
+        proc.stdin.flush()
+        assert json.loads(proc.stdout.readline())["id"] == 1  # the server loop is up
+        proc.send_signal(signum)
+        code = proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert code == 0
+    # closed cleanly: the last connection's checkpoint removed the write-ahead log
+    assert not os.path.exists(db_path + "-wal")

@@ -592,3 +592,24 @@ def test_every_command_answers_as_on_sqlite(
             outputs[db].append((name, code, _normalise(out, {})))
     for got, want in zip(outputs[pg_dsn], outputs[lite], strict=True):
         assert got == want
+
+
+@pytest.mark.parametrize("search_path", ["", "%24user"])
+def test_a_search_path_that_selects_no_schema_is_one_clear_error(
+    pg_dsn: str, search_path: str
+) -> None:
+    """An empty search_path, or only a "$user" schema that does not exist, names no store: the
+    server's "relation zkr_pg_meta does not exist" / "no schema has been selected to create in"
+    said nothing of why; the error names the search_path and the way to pick a schema."""
+    remember(pg_dsn, "Sam works at Acme", 10)  # a store in public exists: still refused
+    code, out = call(
+        in_schema(pg_dsn, search_path),
+        "search",
+        {"tenant_id": "t", "person_id": "p", "query": "Acme"},
+    )
+    assert code == 1
+    assert out["error"].startswith("unable to open database: the session's search_path (")
+    assert (
+        "selects no schema: name the store's schema with ?options=-csearch_path%3DNAME"
+        in (out["error"])
+    )

@@ -152,3 +152,29 @@ def test_a_search_answers_on_a_full_disk_with_index_updates_pending(tmp_path: Pa
     assert dump(path) == before
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT count(*) FROM zkr_search_queue").fetchone()[0] == 40
+
+
+def test_a_wal_file_in_a_directory_that_takes_no_new_file_says_why(tmp_path: Path) -> None:
+    """A WAL-mode file can only be read where SQLite may create ``PATH-shm`` beside it. A
+    search there failed with SQLite's bare ``unable to open database file`` (root) or ``attempt
+    to write a readonly database`` (another user), which said nothing of the directory. The
+    directory is made immutable (``chattr +i``: even root cannot create a file in it)."""
+    folder = tmp_path / "sealed"
+    folder.mkdir()
+    path = str(folder / "memory.db")
+    remember_request = {**REQUEST, "text": "Sam works at Acme"}
+    assert cli(path, "remember", remember_request).code == 0  # zkr switched it to WAL
+    Path(path + "-shm").unlink(missing_ok=True)
+    Path(path + "-wal").unlink(missing_ok=True)
+    sealed = subprocess.run(["chattr", "+i", str(folder)], capture_output=True, check=False)
+    if sealed.returncode != 0:
+        pytest.skip(f"chattr +i is not available here: {sealed.stderr.decode().strip()}")
+    try:
+        result = cli(path, "search", {"tenant_id": "t1", "person_id": "p1", "query": "Acme"})
+    finally:
+        subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert result.code == 1
+    assert result.error().endswith(
+        f" ({path} is in WAL mode: SQLite must create {path}-shm beside it even to read it, "
+        "so its directory must be writable)"
+    )

@@ -80,7 +80,7 @@ HELP: dict[str, CommandHelp] = {
             "query           string (blank: profile and reviews only)",
             "max_bytes       int, default 4000: UTF-8 size bound of text",
             "limit           int, default 10: search items considered",
-            "profile_limit   int, default 10; review_limit int, default 3 (0: none)",
+            "profile_limit   int, default 10; review_limit int, default 3 (each 0: none)",
             "min_relevance_basis_points  int, default 0: drop items ranked below",
         ),
         _ex(query="where does Sam work", max_bytes=2000),

@@ -232,9 +232,12 @@ def _describe(value: Any) -> str:
         return f"floating point `{value!r}`"
     if isinstance(value, str):
         return f"string {json.dumps(value, ensure_ascii=False)}"
-    if isinstance(value, list):
+    if isinstance(value, list | tuple):
         return "sequence"
-    return "map"
+    if isinstance(value, dict):
+        return "map"
+    # only the library can pass these (a JSON decoder never makes them): name the Python type
+    return f"Python {type(value).__name__}"
 
 
 class Fields:

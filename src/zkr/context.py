@@ -62,7 +62,8 @@ def build_context(
     within ``max_bytes`` UTF-8 bytes (see the module docstring for the budget rule).
 
     ``limit``, ``profile_limit`` and ``review_limit`` bound each list as the commands do (0
-    means 10, above 100 means 100; a review limit of 0 leaves reviews out here). Items whose
+    means 10, above 100 means 100; a profile or review limit of 0 leaves that section out
+    here). Items whose
     ``relevance_basis_points`` is below ``min_relevance_basis_points`` are left out (lexical
     relevance is the share of the query an item holds, so a floor drops weak matches; see the
     README's JSON shapes). A blank ``query`` skips the search. Raises
@@ -78,7 +79,11 @@ def build_context(
     if not is_blank(query):
         pack = db.search(model.SearchRequest(tenant_id, person_id, query, limit))
         items = [i for i in pack.items if i.relevance_basis_points >= min_relevance_basis_points]
-    profiles = db.profiles(model.LimitRequest(tenant_id, person_id, profile_limit))
+    profiles = (
+        db.profiles(model.LimitRequest(tenant_id, person_id, profile_limit))
+        if profile_limit
+        else []
+    )
     reviews = (
         db.reviews(model.LimitRequest(tenant_id, person_id, review_limit)) if review_limit else []
     )

@@ -6,12 +6,14 @@ Options (flags win over the environment)::
     --tenant T, --person P the one scope every tool acts on ($ZKR_TENANT, $ZKR_PERSON;
                            default "local" / "me"); the model never chooses it
     --http                 streamable HTTP instead of stdio, at http://HOST:PORT/mcp
-    --host H, --port N     loopback only (127.0.0.1 by default, or ::1 / localhost); 8765
+    --host H, --port N     with --http: loopback only (127.0.0.1 by default, or ::1 /
+                           localhost); 8765 (without --http they are refused)
 
 This module stays importable without the SDK: it checks for it, then loads
 :mod:`zkr.mcp_tools`. A bad command line, a missing SDK, an HTTP address that cannot be listened
 on (a port in use) or an unopenable file is one ``{"error"}`` line on stderr and exit status 1,
-as for any CLI call.
+as for any CLI call. SIGINT and SIGTERM end the server with status 0, the file closed after
+the call in flight (stdio: :func:`stop_on_signals`; HTTP: uvicorn's shutdown).
 """
 
 from __future__ import annotations
@@ -19,13 +21,20 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
 import socket
 import sys
-from typing import NamedTuple, NoReturn
+import threading
+from contextlib import suppress
+from typing import TYPE_CHECKING, NamedTuple, NoReturn
 
 from zkr.codec import cli_dumps, require_utf8
 from zkr.errors import RequestError, ZkrError
 from zkr.text import is_blank
+
+if TYPE_CHECKING:
+    from zkr.memory import MemoryDb
+    from zkr.serve import FileWatch
 
 DEFAULT_PORT = 8765
 MISSING_SDK = "zkr mcp needs the MCP SDK: pip install 'zkr[mcp]'"
@@ -64,9 +73,12 @@ def parse_options(argv: list[str]) -> Options:
     parser.add_argument(
         "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp, not stdio"
     )
-    parser.add_argument("--host", default="127.0.0.1", help="a loopback address (127.0.0.1)")
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"({DEFAULT_PORT})")
+    parser.add_argument("--host", help="a loopback address (127.0.0.1); needs --http")
+    parser.add_argument("--port", type=int, help=f"({DEFAULT_PORT}); needs --http")
     args = parser.parse_args(argv)
+    given = [name for name in ("host", "port") if getattr(args, name) is not None]
+    args.host = "127.0.0.1" if args.host is None else args.host
+    args.port = DEFAULT_PORT if args.port is None else args.port
     for name in ("tenant", "person"):
         value = str(getattr(args, name))
         if is_blank(value):  # (the scope rule's Unicode White_Space)
@@ -76,6 +88,8 @@ def parse_options(argv: list[str]) -> Options:
         raise RequestError(f"--host must be a loopback address (zkr mcp has no auth): {args.host}")
     if not 0 < args.port < 65536:
         raise RequestError(f"--port out of range: {args.port}")
+    if given and not args.http:  # stdio would silently ignore them: refuse instead
+        raise RequestError(f"--{given[0]} needs --http (without it zkr mcp speaks stdio)")
     return Options(args.db, args.tenant, args.person, args.http, args.host, args.port)
 
 
@@ -100,6 +114,36 @@ def check_listen(host: str, port: int) -> None:
             probe.bind((host, port))
     except OSError as exc:
         raise RequestError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
+def stop_on_signals(database: MemoryDb, watch: FileWatch | None) -> None:
+    """stdio: SIGINT and SIGTERM end the server at once, cleanly.
+
+    The SDK reads stdin in a worker thread that no cancellation reaches, so Ctrl-C used to
+    leave the server waiting for one more input line (and SIGTERM killed it unclosed). Now a
+    signal starts a thread that closes the database, which waits for a tool call in flight to
+    finish its transaction (:meth:`MemoryDb.close` takes the call lock), and ends the process
+    with status 0 (1 when the file was lost: :class:`~zkr.serve.FileWatch`). The answer of
+    that last call may not reach the client; its write stands (resend with an
+    ``ingestion_key``).
+    """
+
+    def finish() -> None:
+        if watch is None:
+            database.close()
+        else:
+            watch.close(database)  # not once the file was lost
+            watch.exit_if_lost(1)
+        with suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(0)
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=finish, name="zkr-mcp-stop", daemon=True).start()
+
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, handler)
 
 
 def main(argv: list[str]) -> int:
@@ -128,8 +172,13 @@ def main(argv: list[str]) -> int:
         server = mcp_tools.build_server(database, options.tenant, options.person)
         watch = server.watch
         if options.http:
+            # uvicorn shuts down on SIGTERM, then re-raises it to the handler it found: make
+            # that KeyboardInterrupt (as for SIGINT), so the file is closed below and the exit
+            # status is 0 instead of death by the signal
+            signal.signal(signal.SIGTERM, signal.default_int_handler)
             server.run("streamable-http", host=options.host, port=options.port)
         else:
+            stop_on_signals(database, watch)
             server.run("stdio")
     except KeyboardInterrupt:
         pass

@@ -370,7 +370,8 @@ def build_server(
 
     @server.tool(
         description="Correct a remembered claim: stores the user's correction as new evidence "
-        "and a new claim with the new value that supersedes the old one (history is kept)."
+        "and a new claim with the new value that supersedes the old one (history is kept); "
+        "a profile entry the old claim backed moves to the new value."
     )
     def correct(
         claim_id: Id,
@@ -389,6 +390,7 @@ def build_server(
             "value": value,
             "valid_at": default_time(at, floor[0]) if valid_at is None else valid_at,
             "recorded_at": default_time(at, floor[1]) if recorded_at is None else recorded_at,
+            "profile_follows": True,  # the profile keeps the key (docs/inspect.md), as in Python
         }
         result: dict[str, Any] = call("correct", request)
         return result

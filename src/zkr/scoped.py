@@ -13,9 +13,11 @@ Every :class:`zkr.MemoryDb` method takes a full request: scope, every timestamp,
 Defaults:
 
 * Timestamps (integer Unix seconds) default to now. Within one handle they never go back, and
-  the operations that must *advance* past earlier records (``correct``, ``delete``) step one
-  second past the handle's previous timestamp when called in the same second, so "store, then
-  correct" right away works. Explicit timestamps are used as given; one in the future does
+  the operations that must *advance* past earlier records (``correct``, ``delete``,
+  ``profile``: a profile entry replaces the key's current one only with a later
+  ``recorded_at``) step one second past the handle's previous timestamp when called in the
+  same second, so "store, then correct" or "profile, then profile the new value" right away
+  works. Explicit timestamps are used as given; one in the future does
   not move the handle's clock.
 * ``captured_at`` defaults to ``recorded_at``, a claim's ``valid_from`` to ``captured_at``.
 * Enum values may be given as plain strings (``kind="screen"``, ``tier="short_term"``); an
@@ -97,7 +99,7 @@ class ScopedMemory:
         return self._last
 
     def _advancing(self) -> int:
-        """A timestamp strictly after this handle's previous one (for correct/delete)."""
+        """A timestamp strictly after this handle's previous one (correct, delete, profile)."""
         self._last = max(int(time.time()), self._last + 1)
         return self._last
 
@@ -316,14 +318,16 @@ class ScopedMemory:
         stability: model.Stability | str = "current",
         recorded_at: int | None = None,
     ) -> model.ProfileEntry:
-        """Project a live profile_fact claim into the profile."""
+        """Project a live profile_fact claim into the profile; ``recorded_at`` defaults to a
+        second past the handle's previous timestamp when called in the same second, so a second
+        ``profile`` of the same key right away replaces the first (the rule wants a later time)."""
         return self.db.profile(
             model.ProfileRequest(
                 self.tenant_id,
                 self.person_id,
                 as_enum(model.Stability, stability, "stability"),
                 claim_id,
-                self._at(recorded_at),
+                self._at(recorded_at, advancing=True),
             )
         )
 

@@ -17,6 +17,7 @@ rolled back already.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -94,8 +95,31 @@ def connect(path: str) -> sqlite3.Connection:
         message = storage_error(exc).message
         if message == "unable to open database file":
             message = f"{message}: {path}"
+        if message.startswith(("unable to open database file", "attempt to write a readonly")):
+            message += _wal_hint(path)
         raise StorageError(message) from None
     return conn
+
+
+def _wal_hint(path: str) -> str:
+    """Why a WAL-mode file may fail to open even for a read (README, Storage): SQLite must
+    create ``PATH-shm`` beside it, so its directory must be writable. ``""`` unless ``path``
+    is a plain path to a WAL-mode file (header bytes 18-19 = 2) whose ``-shm`` is missing."""
+    if path.startswith("file:"):
+        return ""
+    try:
+        with open(path, "rb") as file:
+            header = file.read(20)
+        if os.path.exists(path + "-shm"):
+            return ""
+    except OSError:
+        return ""
+    if len(header) < 20 or not header.startswith(b"SQLite format 3\x00") or header[18] != 2:
+        return ""
+    return (
+        f" ({path} is in WAL mode: SQLite must create {path}-shm beside it even to read it, "
+        "so its directory must be writable)"
+    )
 
 
 def _enable_wal(conn: sqlite3.Connection) -> None:

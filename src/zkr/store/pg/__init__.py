@@ -10,8 +10,10 @@ session's ``search_path`` (``public`` by default). Select another with libpq's `
 parameter, e.g. ``postgresql://user@host/db?options=-csearch_path%3Dalice``. zkr creates the
 schema (``CREATE SCHEMA IF NOT EXISTS``, so the role needs ``CREATE`` on the database) and its
 tables on first use, as SQLite creates a missing file; two DSNs naming different schemas (or
-databases) are two independent stores. A test harness that wants a fresh store per ``--db``
-path therefore only has to pick an unused schema name; nothing needs creating beforehand.
+databases) are two independent stores. A ``search_path`` that selects no schema (empty, or
+only a ``$user`` schema that does not exist) is refused with an error saying so. A test
+harness that wants a fresh store per ``--db`` path therefore only has to pick an unused schema
+name; nothing needs creating beforehand.
 
 **How it works.** The store's modules run unchanged through
 :class:`~zkr.store.pg.adapter.PgConnection` (the subset of ``sqlite3.Connection`` they use,

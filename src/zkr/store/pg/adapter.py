@@ -724,7 +724,16 @@ def open_connection(dsn: str) -> PgConnection:
     _configure(raw)
     row = raw.execute("SELECT current_schemas(false), current_setting('search_path')").fetchone()
     existing, search_path = (row[0], row[1]) if row else ([], "")
-    schema = _first_schema(search_path) or (existing[0] if existing else "public")
+    schema = _first_schema(search_path) or (existing[0] if existing else "")
+    if not schema:
+        # An empty search_path (or only a "$user" schema that does not exist) selects no
+        # schema: every unqualified statement would fail with the server's "relation ... does
+        # not exist" or "no schema has been selected to create in". Say what is wrong instead.
+        raw.close()
+        raise PgOperationalError(
+            f"the session's search_path ({search_path or 'empty'}) selects no schema: "
+            "name the store's schema with ?options=-csearch_path%3DNAME"
+        )
     return PgConnection(raw, dsn, schema)
 
 
