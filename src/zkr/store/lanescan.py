@@ -138,7 +138,9 @@ def exact_dots(
     wsum = simsimd.wsum
     acc: Any = None
     for i, q in enumerate(query):
-        column = array("f", rows(i))
+        column = rows(i)
+        if not isinstance(column, array):
+            column = array("f", column)
         product = wsum(column, column, alpha=q, beta=0.0)
         acc = product if acc is None else wsum(acc, product, alpha=1.0, beta=1.0)
     dots: list[float] = list(memoryview(acc).cast("B").cast("f").tolist())
@@ -368,7 +370,7 @@ def _at_least(simsimd: Any, scores: memoryview[float], floor: float) -> Iterable
         return range(len(scores))
     ones = array("d", [1.0]) * len(scores)
     difference = simsimd.wsum(scores, ones, alpha=1.0, beta=-floor)
-    flags = bytes(memoryview(difference).cast("B"))[7::8].translate(_AT_LEAST)
+    flags = memoryview(difference).cast("B")[7::8].tobytes().translate(_AT_LEAST)
     out = []
     place = flags.find(1)
     while place >= 0:
@@ -394,9 +396,17 @@ def _rescore(
     if not columns:
         return []
     dimension = len(vec)
-    vectors = (rows[c * dimension : (c + 1) * dimension].tolist() for c in columns)
-    components = list(zip(*vectors, strict=True))
-    dots = exact_dots(simsimd, components.__getitem__, vec, len(columns))
+    width = 4 * dimension
+    raw = rows.cast("B")
+    # the columns' vectors one after the other (float32, row-major), component i of each at
+    # i, i + dimension, …: one strided copy in C per component (no Python float per value)
+    flat = array("f")
+    flat.frombytes(b"".join([raw[c * width : (c + 1) * width] for c in columns]))
+
+    def component(i: int) -> array[float]:
+        return flat[i::dimension]
+
+    dots = exact_dots(simsimd, component, vec, len(columns))
     return _finish(dots, [block.norms[c] for c in columns], q_norm)
 
 
