@@ -4,6 +4,8 @@ file's row-major copy (``.rows``) and the index of one lane state (``.fast``), e
 read in place (no numpy: formats written by :mod:`zkr.store.vectorfile` and
 :mod:`zkr.store.dense.prefilter`). Every reader returns ``None`` for a file that is missing,
 unreadable, of another lane or of another state; the caller then leaves the search to numpy.
+The views are classes with ``__slots__``, not named tuples: a ``NamedTuple`` of string
+annotations would compile each one in every one-shot process (docs/DEVELOPING.md).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import bisect
 import json
 import mmap
-from typing import Any, NamedTuple
+from typing import Any
 
 from zkr.model import TARGET_RANK, Target
 from zkr.store.vectors import LaneConfig
@@ -48,26 +50,61 @@ def _header(data: mmap.mmap, magic: bytes) -> tuple[dict[str, Any], int] | None:
     return (header, 16 + size) if isinstance(header, dict) else None
 
 
-class LaneView(NamedTuple):
+class LaneView:
     """The fields of a lane state file (:class:`zkr.store.vectorfile.LaneState`) a search
     needs, read in place: ``columns`` (int64 per surviving row), ``kinds`` (uint8 per target),
     ``ids`` (``width``-byte UTF-8 per target, NUL-padded), ``row_ids`` (sorted, ``row_width``
     bytes each)."""
 
-    token: str
-    extra: str
-    generation: str
-    seq: int
-    schema: int
-    config: LaneConfig | None
-    columns: memoryview
-    kinds: memoryview
-    ids: memoryview
-    width: int
-    row_ids: memoryview
-    row_width: int
-    source_of: dict[str, str]
-    sizes: list[int]
+    __slots__ = (
+        "columns",
+        "config",
+        "extra",
+        "generation",
+        "ids",
+        "kinds",
+        "row_ids",
+        "row_width",
+        "schema",
+        "seq",
+        "sizes",
+        "source_of",
+        "token",
+        "width",
+    )
+
+    def __init__(
+        self,
+        *,
+        token: str,
+        extra: str,
+        generation: str,
+        seq: int,
+        schema: int,
+        config: LaneConfig | None,
+        columns: memoryview,
+        kinds: memoryview,
+        ids: memoryview,
+        width: int,
+        row_ids: memoryview,
+        row_width: int,
+        source_of: dict[str, str],
+        sizes: list[int],
+    ) -> None:
+        self.token = token
+        self.extra = extra
+        self.generation = generation
+        self.seq = seq
+        self.schema = schema
+        self.config = config
+        self.columns = columns
+        self.kinds = kinds
+        self.ids = ids
+        self.width = width
+        self.row_ids = row_ids
+        self.row_width = row_width
+        self.source_of = source_of
+        self.sizes = sizes
 
     def target(self, number: int) -> Target:
         kind = _KIND_BY_RANK[self.kinds[number]]
@@ -145,16 +182,26 @@ def read_lane(path: str, scope: tuple[str, str, str, str]) -> LaneView | None:
         return None
 
 
-class Vectors(NamedTuple):
+class Vectors:
     """One configuration's block of a vector file or overlay (format:
     :func:`zkr.store.vectorfile.write`), mapped: the token naming that write, the file's
     configurations, the (``dimension`` × ``columns``) float32 matrix and the norms."""
 
-    token: str
-    configs: list[LaneConfig]
-    matrix: memoryview[float]
-    norms: memoryview[float]
-    columns: int
+    __slots__ = ("columns", "configs", "matrix", "norms", "token")
+
+    def __init__(
+        self,
+        token: str,
+        configs: list[LaneConfig],
+        matrix: memoryview[float],
+        norms: memoryview[float],
+        columns: int,
+    ) -> None:
+        self.token = token
+        self.configs = configs
+        self.matrix = matrix
+        self.norms = norms
+        self.columns = columns
 
 
 def read_vectors(path: str, scope: tuple[str, str, str, str], config: LaneConfig) -> Vectors | None:
@@ -241,17 +288,26 @@ def state_key(
     return [token, extra, generation, seq, schema, sizes]
 
 
-class Index(NamedTuple):
+class Index:
     """The ``.fast`` file (:func:`zkr.store.dense.prefilter.write_index`) of one lane state:
     whether the fast scan may serve it (:data:`zkr.store.lanescan.NORM_SPREAD`), each column's row
     (``position_of``, numbered across the vector file then its overlay; −1: no surviving row)
     and the targets each row stands for (``starts[row]`` to ``starts[row + 1]`` in
     ``targets``)."""
 
-    usable: bool
-    position_of: memoryview[int]
-    starts: memoryview[int]
-    targets: memoryview[int]
+    __slots__ = ("position_of", "starts", "targets", "usable")
+
+    def __init__(
+        self,
+        usable: bool,
+        position_of: memoryview[int],
+        starts: memoryview[int],
+        targets: memoryview[int],
+    ) -> None:
+        self.usable = usable
+        self.position_of = position_of
+        self.starts = starts
+        self.targets = targets
 
     def targets_of(self, column: int) -> memoryview[int]:
         row = self.position_of[column]
