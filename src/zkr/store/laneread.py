@@ -22,19 +22,9 @@ _KIND_BY_RANK = {rank: kind for kind, rank in TARGET_RANK.items()}
 _ITEMSIZE = {"int64": 8, "uint8": 1, "int32": 4}
 
 
-_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
-
-
-def _mapped(path: str, whole: bool = False) -> mmap.mmap | None:
-    """``path`` mapped read-only; ``whole``: a file the caller reads through, whose pages are
-    mapped in one go where the system can (Linux ``MAP_POPULATE``: no page fault per 64 KiB
-    of a 150 MiB scan)."""
+def _mapped(path: str) -> mmap.mmap | None:
     try:
         with open(path, "rb") as handle:
-            if whole and _POPULATE:
-                return mmap.mmap(
-                    handle.fileno(), 0, flags=mmap.MAP_SHARED | _POPULATE, prot=mmap.PROT_READ
-                )
             return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
@@ -256,7 +246,7 @@ def read_rows(
     """The ``.rows`` file (:func:`zkr.store.dense.prefilter.write_rows`) of the vector file
     named ``token``: its ``config`` block transposed (``columns`` × ``dimension`` float32,
     one vector's components together), flat; ``None`` when missing or of another file."""
-    data = _mapped(path, whole=True)
+    data = _mapped(path)
     if data is None:
         return None
     try:
