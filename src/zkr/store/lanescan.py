@@ -139,8 +139,8 @@ def exact_dots(
     acc: Any = None
     for i, q in enumerate(query):
         column = rows(i)
-        if not isinstance(column, array):
-            column = array("f", column)
+        if not (isinstance(column, array) and column.typecode == "f"):
+            column = array("f", column)  # float32, as simsimd must read it
         product = wsum(column, column, alpha=q, beta=0.0)
         acc = product if acc is None else wsum(acc, product, alpha=1.0, beta=1.0)
     dots: list[float] = list(memoryview(acc).cast("B").cast("f").tolist())
