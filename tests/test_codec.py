@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from zkr.codec import Fields, canonical, cli_dumps, parse_json
+from zkr.codec import Fields, canonical, cli_dumps, parse_json, sha256_hex, sha256_tagged
 from zkr.errors import RequestError
 from zkr.model import (
     ClaimTierRequest,
@@ -287,3 +288,11 @@ def test_any_text_parses_or_fails_with_one_request_error(text: str) -> None:
         assert message.startswith(positionless) or (
             " at line " in message and " column " in message
         )
+
+
+@given(st.binary(max_size=300))
+def test_sha256_hex_is_hashlibs_digest(data: bytes) -> None:
+    """The interpreter's own SHA-256 module (no OpenSSL on the CLI path) gives hashlib's digest."""
+    assert sha256_hex(data) == hashlib.sha256(data).hexdigest()
+    text = data.decode("latin-1")
+    assert sha256_tagged(text) == "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()

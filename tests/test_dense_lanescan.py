@@ -243,15 +243,19 @@ def test_lanes_it_does_not_serve(db: MemoryDb, db_path: str, fast: None) -> None
 
 def cli_search(db_path: str, query: list[float], text: str, limit: int) -> tuple[Any, set[str]]:
     """A hybrid ``search`` through a fresh CLI process: its pack, and which of numpy and the
-    local embedder's module (onnxruntime with it) that process imported."""
+    local embedder's module (onnxruntime with it) and hashlib (OpenSSL) that process imported,
+    and the sources it compiled (collections.namedtuple's constructors aside)."""
     request = json.dumps(
         {"tenant_id": T, "person_id": P, "query": text, "limit": limit}
         | {"query_embedding": {"vector": query, "model": M, "version": V}}
     )
     child = (
-        "import json, sys\nfrom zkr.cli import main\ncode = main(sys.argv[1:])\n"
-        "sys.stderr.write(json.dumps([m for m in ('numpy', 'zkr.embedding.local')"
-        " if m in sys.modules]))\nsys.exit(code)\n"
+        "import json, sys\ncompiled = []\n"
+        "sys.addaudithook(lambda e, a: compiled.append(str(a[0])) if e == 'compile' else None)\n"
+        "from zkr.cli import main\ncode = main(sys.argv[1:])\n"
+        "sys.stderr.write(json.dumps([m for m in ('numpy', 'zkr.embedding.local', 'hashlib')"
+        " if m in sys.modules] + [s for s in compiled if 'lambda _cls' not in s]))\n"
+        "sys.exit(code)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
     out = subprocess.run(
@@ -270,6 +274,9 @@ def test_a_fresh_cli_process_searches_without_numpy(db: MemoryDb, db_path: str, 
     warm(db_path, query, 100)
     pack_json, loaded = cli_search(db_path, query, "note", 10)
     assert "numpy" not in loaded
+    # the lane's digests come from the interpreter's own SHA-256; no string annotation of a
+    # NamedTuple is compiled (the first compile() of a process costs ~2 ms: docs/DEVELOPING.md)
+    assert loaded == set(), loaded
     # the same pack as the numpy lane gives in this process
     lanescan.FORCE = False
     shutil.rmtree(db_path + ".zkr-vectors")

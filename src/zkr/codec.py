@@ -448,6 +448,33 @@ def cli_dumps(value: Any) -> str:
 
 def sha256_tagged(text: str) -> str:
     """``sha256:`` + 64 lowercase hex digits of the UTF-8 bytes of ``text``."""
-    import hashlib  # off the CLI start-up path: only hashing commands pay for it
+    return "sha256:" + sha256_hex(text.encode("utf-8"))
 
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 of ``data``: 64 lowercase hex digits."""
+    global _SHA256
+    if _SHA256 is None:
+        _SHA256 = _sha256_constructor()
+    return str(_SHA256(data).hexdigest())
+
+
+_SHA256: Callable[[bytes], Any] | None = None
+
+
+def _sha256_constructor() -> Callable[[bytes], Any]:
+    """The interpreter's own SHA-256 (``_sha2`` from Python 3.12, ``_sha256`` before): the
+    digest of :mod:`hashlib`, without loading OpenSSL's libcrypto, which costs a one-shot call
+    (a hybrid search hashes the lane's current input) about 10 ms; else hashlib's. Looked up
+    on first use, off the CLI start-up path."""
+    from importlib import import_module
+
+    for name in ("_sha2", "_sha256"):
+        try:
+            constructor: Callable[[bytes], Any] = import_module(name).sha256
+        except (ImportError, AttributeError):
+            continue
+        return constructor
+    import hashlib
+
+    return hashlib.sha256

@@ -37,8 +37,6 @@ reference, a hand edit through ``sqlite3``. A file zkr may not write gets no log
 are then verified row by row, as before).
 """
 
-from __future__ import annotations
-
 import json
 import os
 import sqlite3

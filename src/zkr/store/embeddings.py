@@ -23,8 +23,6 @@ stored vectors they need (the lane needs one current row, found through the
 ``zkr_embeddings_config`` index), so their cost does not grow with the lane.
 """
 
-from __future__ import annotations
-
 import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple

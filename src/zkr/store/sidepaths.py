@@ -10,12 +10,13 @@ Set ``ZKR_VECTOR_CACHE=0`` to neither read nor write any of them.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, BinaryIO
+
+from zkr.codec import sha256_hex
 
 if TYPE_CHECKING:  # pathlib (and what it imports) stays off the numpy-free search's path
     from pathlib import Path
@@ -39,7 +40,7 @@ def lane_file(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> str
     row = conn.execute("SELECT file FROM pragma_database_list WHERE name = 'main'").fetchone()
     if row is None or not row[0]:
         return None
-    key = hashlib.sha256("\0".join(scope).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    key = sha256_hex("\0".join(scope).encode("utf-8", "surrogatepass"))[:32]
     return os.path.join(row[0] + ".zkr-vectors", f"{key}.bin")
 
 

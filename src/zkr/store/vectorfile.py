@@ -288,7 +288,7 @@ class LaneState:
 
     def arrays(self) -> tuple[npt.NDArray[Any], ...]:
         """The state's arrays in the order the lane state file holds them (and the ``.fast``
-        index's key counts them: :func:`zkr.store.lanescan.state_key`)."""
+        index's key counts them: :func:`zkr.store.laneread.state_key`)."""
         return (
             self.columns,
             self.kinds,

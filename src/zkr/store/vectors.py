@@ -6,8 +6,6 @@ A leaf module without numpy: ``embed``, ``projections``, ``repair`` (through
 (:mod:`zkr.store.vectorfile`) all decode and encode vectors here.
 """
 
-from __future__ import annotations
-
 import json
 import math
 import struct
@@ -56,7 +54,7 @@ class LaneConfig(NamedTuple):
         return [self.dimension, self.normalization.value, self.distance.value]
 
     @classmethod
-    def from_json(cls, value: Sequence[Any]) -> LaneConfig:
+    def from_json(cls, value: Sequence[Any]) -> "LaneConfig":
         """The inverse of :meth:`to_json` (its first three items). Raises ``ValueError``,
         ``TypeError`` or ``IndexError`` for a header that does not hold one."""
         return cls(int(value[0]), Normalization(value[1]), Distance(value[2]))

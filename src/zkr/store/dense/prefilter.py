@@ -4,7 +4,7 @@
   float32 components together, which ``simsimd.cdist`` scans — named by the vector file's
   token (rewritten only with the vector file: a first call, a full refresh);
 * ``.fast``: the index of one lane state — each column's surviving row, the targets each row
-  stands for — named by that state (:func:`zkr.store.lanescan.state_key`), a few MiB for
+  stands for — named by that state (:func:`zkr.store.laneread.state_key`), a few MiB for
   100,000 rows, rewritten after every patch.
 
 Both are made from the side files alone (the lane state file, the vector file and the overlay
@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from zkr.model import Distance
-from zkr.store import lanescan, sidepaths, vectorfile
+from zkr.store import laneread, lanescan, sidepaths, vectorfile
 
 CHUNK = 8192
 """Rows converted at a time (a 384-dimension chunk is 12 MiB of float32)."""
@@ -42,17 +42,17 @@ def write(path: Path, scope: tuple[str, str, str, str]) -> None:
     state = vectorfile.read_state(sidepaths.state_path(path), scope)
     if state is None or state.config is None:
         return
-    view = lanescan.read_lane(str(sidepaths.state_path(path)), scope)
+    view = laneread.read_lane(str(sidepaths.state_path(path)), scope)
     if view is None or view.token != state.token or view.seq != state.seq:
         return  # replaced in between: the next search asks again
-    index = lanescan.read_index(str(sidepaths.prefilter_path(path)), scope, view)
+    index = laneread.read_index(str(sidepaths.prefilter_path(path)), scope, view)
     if index is None:
         write_index(path, scope, state)
-        index = lanescan.read_index(str(sidepaths.prefilter_path(path)), scope, view)
+        index = laneread.read_index(str(sidepaths.prefilter_path(path)), scope, view)
     if index is None or not index.usable:
         return
     rows = sidepaths.rows_path(path)
-    if lanescan.read_rows(str(rows), scope, state.token, state.config) is None:
+    if laneread.read_rows(str(rows), scope, state.token, state.config) is None:
         write_rows(path, scope, state)
 
 
@@ -69,7 +69,7 @@ def write_index(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.L
             return False
         norms.append(np.asarray(over.norms[0]))
     arrays = lane.arrays()
-    key = lanescan.state_key(
+    key = laneread.state_key(
         lane.token, lane.extra, lane.generation, lane.seq, lane.schema, [len(a) for a in arrays]
     )
     columns = lane.columns.astype(np.int64)
@@ -101,7 +101,7 @@ def write_index(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.L
         arrays_out = [position_of, starts, targets]
     return _replace(
         sidepaths.prefilter_path(path),
-        lanescan.INDEX_MAGIC,
+        laneread.INDEX_MAGIC,
         header,
         [a.astype("<i8").tobytes() for a in arrays_out],
     )
@@ -127,7 +127,7 @@ def write_rows(path: Path, scope: tuple[str, str, str, str], lane: vectorfile.La
     try:
         with open(path, "rb") as handle:
             pieces = _rows(handle, int(matrix.offset), (matrix.shape[0], matrix.shape[1]))
-            return _replace(sidepaths.rows_path(path), lanescan.ROWS_MAGIC, header, pieces)
+            return _replace(sidepaths.rows_path(path), laneread.ROWS_MAGIC, header, pieces)
     except (OSError, ValueError):
         return False
 
