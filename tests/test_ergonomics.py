@@ -3,6 +3,7 @@ mode, and the test suite's behaviour without ../shared (issue 15 item 8)."""
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import subprocess
@@ -14,11 +15,13 @@ import pytest
 
 import zkr
 from tests.conftest import REPO, cli, remember
+from tests.sync_support import staged
 from zkr import MemoryDb
 from zkr.cli import COMMANDS
 from zkr.clihelp import HELP
 from zkr.errors import InvalidInput, NotFound, RequestError
-from zkr.model import RememberRequest, SourceKind, Status, TargetKind
+from zkr.model import ContextRequest, ExportRequest, RememberRequest, SourceKind, Status, TargetKind
+from zkr.scoped import ScopedMemory
 
 # --------------------------------------------------------------------------- CLI help, version
 
@@ -200,6 +203,148 @@ def test_scope_explicit_times_are_used_as_given(db: MemoryDb) -> None:
     assert row == (5, 10, "preference")
     entry = sam.profile
     assert callable(entry)
+
+
+def test_scope_context_is_memorydbs_block_for_the_handles_scope(db: MemoryDb) -> None:
+    """``sam.context(query, ...)`` is ``MemoryDb.context`` with the scope filled in: every
+    optional field reaches the one implementation, with the request's own defaults."""
+    sam = db.scope("acme", "sam")
+    work = sam.remember(
+        "Sam works at Acme in Berlin",
+        claim={"subject": "Sam", "predicate": "employer", "value": "Acme"},
+    )
+    home = sam.remember(
+        "Sam lives in Lisbon",
+        claim={
+            "subject": "Sam",
+            "predicate": "lives_in",
+            "value": "Lisbon",
+            "kind": "profile_fact",
+        },
+    )
+    sam.profile(home.claim_id or "")
+    sam.review("2026-12-01", "Sam talked about his job", [work.evidence_id])
+    db.scope("acme", "ana").remember("Ana works at Acme in Berlin too")
+
+    query = "where does Sam work at Acme"
+    block = sam.context(query)
+    assert block == db.context(ContextRequest("acme", "sam", query))
+    assert "- Sam employer Acme [claim " in block.text
+    assert "lives_in: Lisbon" in block.text and "Sam talked about his job" in block.text
+    assert "Ana" not in block.text  # another person's memories never show
+    options = {
+        "max_bytes": 300,
+        "limit": 1,
+        "profile_limit": 1,
+        "review_limit": 0,
+        "min_relevance_basis_points": 1,
+    }
+    small = sam.context(query, **options)
+    assert small == db.context(ContextRequest("acme", "sam", query, **options))
+    assert len(small.text.encode("utf-8")) <= 300 and small.reviews == []
+    assert len(small.items) == 1 and small.profiles
+    strongest = max(item.relevance_basis_points for item in block.items)
+    floored = sam.context(query, min_relevance_basis_points=strongest)
+    assert floored.items and len(floored.items) < len(block.items)
+    assert sam.context("", review_limit=0).items == []  # a blank query skips the search
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(ScopedMemory.context).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    assert defaults == ContextRequest._field_defaults
+    with pytest.raises(RequestError, match="max_bytes"):
+        sam.context(query, max_bytes=-1)
+
+
+# MemoryDb methods a scoped handle has no counterpart for, each for a reason: opening and closing
+# are the database's; the floors and ingested_times are helpers for callers that follow a clock
+# ahead of their own (zkr mcp), while the handle keeps the spec's error for that (see
+# test_a_future_explicit_time_does_not_drag_the_handles_clock).
+NOT_ON_THE_HANDLE = {
+    "open",
+    "deferred",
+    "scope",
+    "close",
+    "conn",
+    "ingested_times",
+    "correction_floor",
+    "deletion_floor",
+    "profile_floor",
+}
+
+
+def test_the_scoped_handle_has_every_memorydb_method_that_acts_on_one_scope() -> None:
+    public = {name for name in dir(MemoryDb) if not name.startswith("_")}
+    scoped = {name for name in dir(ScopedMemory) if not name.startswith("_")}
+    assert public - scoped == NOT_ON_THE_HANDLE
+
+
+def test_scope_projections_and_embed_fill_this_persons_vectors(db: MemoryDb) -> None:
+    sam, ana = db.scope("acme", "sam"), db.scope("acme", "ana")
+    sam.remember(
+        "Sam works at Acme", claim={"subject": "Sam", "predicate": "employer", "value": "Acme"}
+    )
+    ana.remember("Ana works at Acme")
+    issues = sam.projections("test-model", "1", limit=100)
+    assert {issue.input.target.kind for issue in issues} == set(TargetKind)
+    assert {issue.state for issue in issues} == {"missing"}
+    with pytest.raises(RequestError, match=r"field `embedding\.distance`: unknown variant"):
+        sam.embed(
+            issues[0].input.target.kind,
+            issues[0].input.target.id,
+            [1.0, 0.0],
+            model_name="test-model",
+            version="1",
+            input_hash=issues[0].input.input_hash,
+            normalization="l2",
+            distance="manhattan",
+        )
+    for issue in issues:
+        stored = sam.embed(
+            issue.input.target.kind.value,
+            issue.input.target.id,
+            [0.6, 0.8],
+            model_name="test-model",
+            version="1",
+            input_hash=issue.input.input_hash,
+            normalization="l2",
+            distance="cosine",
+        )
+        assert stored.dimension == 2 and stored.target == issue.input.target
+    assert sam.projections("test-model", "1") == []
+    assert len(ana.projections("test-model", "1", limit=100)) == 2  # her source and evidence
+
+
+def test_scope_export_and_apply_carry_one_persons_feed(db: MemoryDb, tmp_path: Path) -> None:
+    sam = db.scope("acme", "sam")
+    stored = sam.remember(
+        "Sam works at Acme", claim={"subject": "Sam", "predicate": "employer", "value": "Acme"}
+    )
+    sam.correct(stored.claim_id or "", "Globex", text="Sam moved to Globex")
+    db.scope("acme", "ana").remember("Ana works at Acme")
+    pages = [sam.export(limit=2)]
+    while not pages[-1].complete:
+        last = pages[-1]
+        pages.append(
+            sam.export(
+                after_commit=last.next_after_commit,
+                after_event_index=last.next_after_event_index,
+                high_water_mark=pages[0].high_water_mark,
+                limit=2,
+            )
+        )
+    assert len(pages) > 2 and pages[0] == db.export(ExportRequest("acme", "sam", 1, limit=2))
+    commits = staged([page.to_json() for page in pages])
+    with MemoryDb.open(str(tmp_path / "replica.db")) as replica:
+        copy = replica.scope("acme", "sam")
+        with pytest.raises(InvalidInput):  # another person's scope: nothing written
+            replica.scope("acme", "ana").apply(commits)
+        applied = copy.apply(commits, database_schema_version=pages[0].database_schema_version)
+        assert applied.commits_applied == len(commits) == 2
+        assert copy.apply(commits).commits_skipped == 2  # a replay changes nothing
+        assert [i.excerpt for i in copy.search("Globex").items] == ["Sam employer Globex"]
+        assert replica.scope("acme", "ana").search("Acme").items == []
 
 
 # --------------------------------------------------------------------------- remember_many outcomes

@@ -257,6 +257,42 @@ def test_bad_options_are_one_error(db_path: str, flags: list[str], message: str)
     assert message in result.error()
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        (
+            "ZKR_TENANT",
+            "",
+            "ZKR_TENANT must not be blank (the environment variable gives --tenant's default;"
+            " unset it for 'local')",
+        ),
+        (
+            "ZKR_PERSON",
+            " \u3000",
+            "ZKR_PERSON must not be blank (the environment variable gives --person's default;"
+            " unset it for 'me')",
+        ),
+        ("ZKR_PERSON", "me\udcff", "ZKR_PERSON must be UTF-8 text"),  # the byte 0xff
+    ],
+)
+def test_a_bad_scope_from_the_environment_names_the_variable(
+    db_path: str, monkeypatch: pytest.MonkeyPatch, variable: str, value: str, message: str
+) -> None:
+    """``ZKR_TENANT=""`` said "--tenant must not be blank", naming a flag nobody passed. The
+    flag still wins over the variable; without either the built-in default is used."""
+    from pathlib import Path
+
+    from zkr.mcp_server import parse_options
+
+    monkeypatch.setenv(variable, value)
+    assert cli(None, argv=["mcp", "--db", db_path]).error() == message
+    assert not Path(db_path).exists()
+    flag = "--tenant" if variable == "ZKR_TENANT" else "--person"
+    assert getattr(parse_options(["--db", db_path, flag, "pat"]), flag[2:]) == "pat"
+    monkeypatch.delenv(variable)
+    assert parse_options(["--db", db_path])[1:3] == ("local", "me")
+
+
 SCRIPT = """
 import io, json, sys
 from zkr.cli import run

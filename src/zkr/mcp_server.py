@@ -4,7 +4,8 @@ Options (flags win over the environment)::
 
     --db PATH              the database (created and migrated like any CLI call)
     --tenant T, --person P the one scope every tool acts on ($ZKR_TENANT, $ZKR_PERSON;
-                           default "local" / "me"); the model never chooses it
+                           default "local" / "me"); the model never chooses it. A blank
+                           or non-UTF-8 value is an error naming where it came from.
     --http                 streamable HTTP instead of stdio, at http://HOST:PORT/mcp
     --host H, --port N     with --http: loopback only (127.0.0.1 by default, or ::1 /
                            localhost); 8765 (without --http they are refused)
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 DEFAULT_PORT = 8765
 MISSING_SDK = "zkr mcp needs the MCP SDK: pip install 'zkr[mcp]'"
+SCOPE_DEFAULTS = {"tenant": ("ZKR_TENANT", "local"), "person": ("ZKR_PERSON", "me")}
+"""Option name: (the environment variable giving its default, the built-in default)."""
 
 
 class Options(NamedTuple):
@@ -60,16 +63,10 @@ def parse_options(argv: list[str]) -> Options:
     parser.add_argument(
         "--db", required=True, metavar="PATH", help="the database (created if missing)"
     )
-    parser.add_argument(
-        "--tenant",
-        default=os.environ.get("ZKR_TENANT", "local"),
-        help="scope of every tool call (default $ZKR_TENANT or 'local')",
-    )
-    parser.add_argument(
-        "--person",
-        default=os.environ.get("ZKR_PERSON", "me"),
-        help="scope of every tool call (default $ZKR_PERSON or 'me')",
-    )
+    for name, (variable, fallback) in SCOPE_DEFAULTS.items():
+        parser.add_argument(
+            f"--{name}", help=f"scope of every tool call (default ${variable} or '{fallback}')"
+        )
     parser.add_argument(
         "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp, not stdio"
     )
@@ -79,18 +76,33 @@ def parse_options(argv: list[str]) -> Options:
     given = [name for name in ("host", "port") if getattr(args, name) is not None]
     args.host = "127.0.0.1" if args.host is None else args.host
     args.port = DEFAULT_PORT if args.port is None else args.port
-    for name in ("tenant", "person"):
-        value = str(getattr(args, name))
-        if is_blank(value):  # (the scope rule's Unicode White_Space)
-            raise RequestError(f"--{name} must not be blank")
-        require_utf8(value, f"--{name}")
+    scope = [_scope_option(name, getattr(args, name)) for name in SCOPE_DEFAULTS]
     if not _is_loopback(args.host):
         raise RequestError(f"--host must be a loopback address (zkr mcp has no auth): {args.host}")
     if not 0 < args.port < 65536:
         raise RequestError(f"--port out of range: {args.port}")
     if given and not args.http:  # stdio would silently ignore them: refuse instead
         raise RequestError(f"--{given[0]} needs --http (without it zkr mcp speaks stdio)")
-    return Options(args.db, args.tenant, args.person, args.http, args.host, args.port)
+    return Options(args.db, scope[0], scope[1], args.http, args.host, args.port)
+
+
+def _scope_option(name: str, flag: str | None) -> str:
+    """The ``--tenant``/``--person`` value: the flag, else its environment variable, else the
+    built-in default. Raises :class:`RequestError` for a blank or non-UTF-8 value, naming the
+    environment variable when the value came from there (``ZKR_TENANT=""`` is a mistake to
+    report, not a silent fall back to ``local``: it would mix two people's memories)."""
+    variable, fallback = SCOPE_DEFAULTS[name]
+    if flag is not None:
+        value, origin, hint = flag, f"--{name}", ""
+    elif variable in os.environ:
+        value, origin = os.environ[variable], variable
+        hint = f" (the environment variable gives --{name}'s default; unset it for '{fallback}')"
+    else:
+        return fallback
+    if is_blank(value):  # (the scope rule's Unicode White_Space)
+        raise RequestError(f"{origin} must not be blank{hint}")
+    require_utf8(value, origin)
+    return value
 
 
 def _is_loopback(host: str) -> bool:

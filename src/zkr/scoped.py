@@ -9,6 +9,11 @@ Every :class:`zkr.MemoryDb` method takes a full request: scope, every timestamp,
                      claim={"subject": "Sam", "predicate": "employer", "value": "Acme"})
         hit = sam.search("where does Sam work").items[0]
         sam.correct(hit.memory.id, "Globex", text="Sam moved to Globex")
+        prompt_block = sam.context("where does Sam work", max_bytes=2000).text
+
+Each method is the :class:`~zkr.MemoryDb` method of the same name with the scope filled in
+(``NOT_ON_THE_HANDLE`` in ``tests/test_ergonomics.py`` lists the few that stay on ``MemoryDb``,
+with why).
 
 Defaults:
 
@@ -33,7 +38,7 @@ Results are the same typed values :class:`~zkr.MemoryDb` returns; errors the sam
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -63,6 +68,10 @@ ClaimLike = model.ClaimInput | Mapping[str, Any]
 LocatorLike = model.Locator | Mapping[str, Any]
 
 _BROWSE_FILTERS = ("records", "kind", "tier", "status", "processing_state")
+# The optional fields' defaults are the request types' own, so a default lives in one place.
+_CONTEXT = model.ContextRequest._field_defaults
+_EXPORT = model.ExportRequest._field_defaults
+_PROJECTIONS = model.ProjectionsRequest._field_defaults
 
 
 def _check_mapping(
@@ -214,6 +223,45 @@ class ScopedMemory:
                 limit,
                 query_embedding,
                 None if as_of is None else model.AsOf(*as_of),
+            )
+        )
+
+    def context(
+        self,
+        query: str,
+        *,
+        max_bytes: int = _CONTEXT["max_bytes"],
+        limit: int = _CONTEXT["limit"],
+        profile_limit: int = _CONTEXT["profile_limit"],
+        review_limit: int = _CONTEXT["review_limit"],
+        min_relevance_basis_points: int = _CONTEXT["min_relevance_basis_points"],
+    ) -> model.ContextBlock:
+        """The cited block a host pastes into a prompt before the model answers
+        (:meth:`MemoryDb.context`, built by :func:`zkr.context.build_context`): the best
+        memories for ``query`` (a blank one skips the search), this person's current profile
+        entries and latest daily reviews, in at most ``max_bytes`` UTF-8 bytes (default 4000).
+
+        ``limit``, ``profile_limit`` and ``review_limit`` bound each list (defaults 10, 10, 3;
+        0 means 10 and above 100 means 100, except that ``review_limit=0`` leaves reviews
+        out); memories whose ``relevance_basis_points`` (0..10000, the share of the query a
+        lexical match holds) is below ``min_relevance_basis_points`` (default 0) are left out.
+
+        Returns a :class:`~zkr.model.ContextBlock`: ``text`` (the block, newline-terminated
+        lines, each citing the ids ``get`` and ``trace`` take), ``items``,
+        ``profiles`` and ``reviews`` (what made it into ``text``) and ``left_out``
+        (memories, profile entries, reviews found but cut for the budget). Read-only. Raises
+        :class:`~zkr.errors.RequestError` for a negative bound or a value of the wrong type
+        and :class:`~zkr.errors.InvalidInput` for a blank scope."""
+        return self.db.context(
+            model.ContextRequest(
+                self.tenant_id,
+                self.person_id,
+                query,
+                max_bytes,
+                limit,
+                profile_limit,
+                review_limit,
+                min_relevance_basis_points,
             )
         )
 
@@ -408,4 +456,105 @@ class ScopedMemory:
         ``propagate`` a commit of the blanked source records tells replicas to erase too."""
         return self.db.erase(
             model.EraseRequest(self.tenant_id, self.person_id, source_ids, dry_run, propagate)
+        )
+
+    # -- caller-computed embeddings (spec/retrieval.md §10-11)
+    def projections(
+        self, model_name: str, version: str, limit: int = _PROJECTIONS["limit"]
+    ) -> list[model.ProjectionIssue]:
+        """This scope's embedding inputs that have no vector of ``model_name``/``version`` yet
+        (``state`` ``"missing"``) or whose text changed since (``"stale"``), at most ``limit``
+        (default 10) and 1,000,000 bytes (:meth:`MemoryDb.projections`). Each issue's
+        ``input`` carries the ``target``, ``text`` to embed and ``input_hash`` that
+        :meth:`embed` binds the vector to. Read-only."""
+        return self.db.projections(
+            model.ProjectionsRequest(self.tenant_id, self.person_id, model_name, version, limit)
+        )
+
+    def embed(
+        self,
+        kind: model.TargetKind | str,
+        id: str,
+        vector: list[float],
+        *,
+        model_name: str,
+        version: str,
+        input_hash: str,
+        normalization: model.Normalization | str,
+        distance: model.Distance | str,
+    ) -> model.EmbedResult:
+        """Store a vector you computed for a live record (``kind`` source, evidence or claim)
+        of this scope (:meth:`MemoryDb.embed`). ``input_hash`` is the one :meth:`projections`
+        gave with the text (``sha256:`` + hex); ``normalization`` is ``"none"`` or ``"l2"``
+        (then the vector must have unit length), ``distance`` ``"cosine"``, ``"dot"`` or
+        ``"euclidean"``. Raises :class:`~zkr.errors.InvalidInput` for a stale hash, a
+        non-finite vector or a lane conflict and :class:`~zkr.errors.NotFound` for a record
+        that is not live."""
+        target = model.Target(as_enum(model.TargetKind, kind, "target.kind"), id)
+        embedding = model.EmbeddingInput(
+            vector,
+            model_name,
+            version,
+            input_hash,
+            as_enum(model.Normalization, normalization, "embedding.normalization"),
+            as_enum(model.Distance, distance, "embedding.distance"),
+        )
+        return self.db.embed(model.EmbedRequest(self.tenant_id, self.person_id, target, embedding))
+
+    # -- sync (spec/sync.md)
+    def export(
+        self,
+        *,
+        after_commit: int = _EXPORT["after_commit"],
+        after_event_index: int = _EXPORT["after_event_index"],
+        high_water_mark: int | None = _EXPORT["high_water_mark"],
+        limit: int = _EXPORT["limit"],
+        export_format: int | None = None,
+    ) -> model.ExportPage:
+        """One page of this scope's commit feed (:meth:`MemoryDb.export`): at most ``limit``
+        events (default 10) and about 1 MiB, from the start by default; pass the previous
+        page's ``next_after_commit`` and ``next_after_event_index`` and the first page's
+        ``high_water_mark`` for the next one, until ``complete``. A page may end inside a
+        commit (see :meth:`apply`). ``export_format`` defaults to the one this zkr writes.
+        Read-only."""
+        if export_format is None:
+            from zkr.store.export import EXPORT_FORMAT
+
+            export_format = EXPORT_FORMAT
+        return self.db.export(
+            model.ExportRequest(
+                self.tenant_id,
+                self.person_id,
+                export_format,
+                after_commit,
+                after_event_index,
+                high_water_mark,
+                limit,
+            )
+        )
+
+    def apply(
+        self,
+        commits: Sequence[Any],
+        *,
+        database_schema_version: int | None = None,
+        export_format: int | None = None,
+    ) -> model.ApplyResult:
+        """Materialise, all or nothing, complete commits another database exported for this
+        scope (:meth:`MemoryDb.apply`). ``commits`` are JSON objects as :meth:`export` pages
+        carry them, each with all of its events: a page may end inside a commit, so a host
+        stages events across pages before applying (README, "Sync"; ``examples/sync_host.py``).
+        ``database_schema_version`` is the exporter's (optional); ``export_format`` defaults
+        to the one this zkr reads. Returns the four counters of
+        :class:`~zkr.model.ApplyResult`. Raises :class:`~zkr.errors.RequestError` for a
+        record that does not parse and :class:`~zkr.errors.InvalidInput` for one that breaks
+        the sync rules (a partial commit, a record of another scope)."""
+        if export_format is None:
+            from zkr.store.export import EXPORT_FORMAT
+
+            export_format = EXPORT_FORMAT
+        return self.db.apply(
+            model.ApplyRequest(
+                self.tenant_id, self.person_id, export_format, database_schema_version, commits
+            )
         )
