@@ -48,7 +48,6 @@ reads; the ranking is the same.
 
 import json
 import sqlite3
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -545,19 +544,51 @@ class _Lane:
             * (LABEL_BOOST if rowid in labelled else 1.0)
             for rowid in eligible
         }
-        # ties (equal bm25 on the informative terms) go to the document matching more of the
-        # query, common words included, then to the newest
-        # (a document's points are needed only where its lifted score is tied)
-        tied = {score for score, n in Counter(self.final.values()).items() if n > 1}
-        eligible.sort(
-            key=lambda r: (
-                -self.final[r],
-                -self.points(r) if self.final[r] in tied else 0,
-                -(r % CLAIM_BASE),
-                r,
-            )
-        )
+        # by lifted score, then newest first, then sources before claims (module docstring,
+        # step 7); ties in score are broken further by :meth:`best` (points), only where the
+        # answer depends on it
+        final = self.final
+        eligible.sort(key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True)
         return eligible
+
+    def best(self, order: list[int], cut: int) -> dict[Target, int]:
+        """At most ``cut`` distinct targets of the eligible documents ``order`` (as
+        :meth:`scored` returns them), each with the best relevance of the documents that stand
+        for it, in rank order.
+
+        The rank order: lifted score descending; documents of equal lifted score (equal bm25
+        on the informative terms) go to the one matching more of the query, common words
+        included (:meth:`points`), then to the newest, then sources before claims. That is
+        ``sorted(order, key=lambda r: (-final[r], -points(r) if tied else 0, -(r % CLAIM_BASE),
+        r))``; a tied group's points are computed only when the group still decides which
+        targets are taken (after ``cut`` targets, order no longer matters: the rest can only
+        raise a taken target's relevance, a maximum).
+        """
+        final = self.final
+        best: dict[Target, int] = {}
+        targets = self.targets
+        start, end = 0, len(order)
+        while start < end:
+            score = final[order[start]]
+            stop = start + 1
+            while stop < end and final[order[stop]] == score:
+                stop += 1
+            group = order[start:stop]
+            if len(group) > 1 and len(best) < cut:
+                group.sort(key=self.points, reverse=True)  # (stable: keeps newest first)
+            for rowid in group:
+                stands = targets[rowid]
+                if len(best) >= cut and not any(target in best for target in stands):
+                    continue  # it can neither add a target nor raise one's relevance
+                points = self.points(rowid)
+                for target in stands:
+                    if target in best:
+                        if points > best[target]:
+                            best[target] = points
+                    elif len(best) < cut:
+                        best[target] = points
+            start = stop
+        return best
 
 
 def _best_first(scores: dict[int, float]) -> list[int]:
@@ -591,16 +622,7 @@ def lexical_search(
     lane = _Lane(conn, tenant_id, person_id, as_of, index)
     lane.plan = plan
     lane._terms = [term for term, _ in plan.weights]
-    best: dict[Target, int] = {}
-    for rowid in lane.scored(plan, cut):
-        if len(best) >= cut and not any(target in best for target in lane.targets[rowid]):
-            continue  # it can neither add a target nor raise one's relevance
-        points = lane.points(rowid)
-        for target in lane.targets[rowid]:
-            if target in best:
-                best[target] = max(best[target], points)
-            elif len(best) < cut:
-                best[target] = points
+    best = lane.best(lane.scored(plan, cut), cut)
     return [Ranked(target, points) for target, points in best.items()]
 
 
