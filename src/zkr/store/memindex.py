@@ -65,12 +65,23 @@ class TooLarge(Unavailable):
 class _Postings:
     """One term's documents: rowids ascending, the term's count in each, each one's length."""
 
-    __slots__ = ("dl", "ids", "tf")
+    __slots__ = ("avgdl", "dl", "ids", "saturated", "tf")
 
     def __init__(self, ids: _Ints, tf: _Floats, dl: _Floats) -> None:
         self.ids = ids
         self.tf = tf
         self.dl = dl
+        self.avgdl: float | None = None  # the mean length `saturated` was computed for
+        self.saturated: _Floats = tf
+
+    def saturation(self, avgdl: float) -> _Floats:
+        """bm25's term-frequency factor of each posting, ``tf · (k1 + 1) / (tf + k1 · (1 - b +
+        b · dl / avgdl))``, the same double operations as FTS5; kept until ``avgdl`` moves."""
+        if self.avgdl != avgdl:
+            tf = self.tf
+            self.saturated = (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * self.dl / avgdl))
+            self.avgdl = avgdl
+        return self.saturated
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         """The slice of the postings with rowids in ``[lo, hi]``."""
@@ -280,9 +291,8 @@ class MemIndex:
             start = max(start, int(postings.ids.searchsorted(oldest, "left")))
             if start >= end:
                 continue
-            tf = postings.tf[start:end]
-            dl = postings.dl[start:end]
-            part = idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * dl / avgdl)))
+            # (element by element: the same doubles whether computed on a slice or the whole)
+            part = idf * postings.saturation(avgdl)[start:end]
             where = window.searchsorted(postings.ids[start:end])
             score[where] += part
         # FTS5 returns -1.0 * score; the lane's score is minus that: the sum itself
