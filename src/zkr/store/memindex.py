@@ -370,8 +370,11 @@ def _epoch(conn: sqlite3.Connection) -> str:
     return str(row[0])
 
 
-def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
-    """The connection's in-memory index of scope ``tag``, current at the file's change mark,
+def for_scope(
+    conn: sqlite3.Connection, tag: str, mark: tuple[int, int] | None = None
+) -> MemIndex | None:
+    """The connection's in-memory index of scope ``tag``, current at the file's change mark
+    (``mark``: as the caller read it inside the same read transaction; default: read here),
     or ``None`` when it cannot be kept (the caller reads FTS5)."""
     indexes: dict[str, MemIndex] | None = getattr(conn, "lexical_memory", None)
     if indexes is None:
@@ -382,7 +385,8 @@ def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
     if tag in off:
         return None
     index = indexes.pop(tag, None)
-    mark = change_mark(conn)
+    if mark is None:
+        mark = change_mark(conn)
     try:
         if index is None:
             index = MemIndex(tag)
