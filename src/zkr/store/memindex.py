@@ -85,8 +85,9 @@ class _Postings:
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         """The slice of the postings with rowids in ``[lo, hi]``."""
-        ids = self.ids
-        return int(ids.searchsorted(lo, "left")), int(ids.searchsorted(hi, "right"))
+        # (rowids are integers: the first one above `hi` is the first one at or above hi + 1)
+        a, b = self.ids.searchsorted((lo, hi + 1)).tolist()
+        return a, b
 
 
 def _postings(ids: list[int], tf: list[int], dl: list[int]) -> _Postings:
