@@ -273,22 +273,23 @@ class MemIndex:
                     slices.append((term, postings, a, b))
         if not slices:
             return []
-        if len(slices) == 1:
-            window = slices[0][1].ids[slices[0][2] : slices[0][3]]
-        else:
-            window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
+        rows = self.rows
+        avgdl = float(self.tokens) / float(rows) if rows else 0.0
+        if len(slices) == 1:  # one term: the window is its newest postings, scored alone
+            _, postings, start, end = slices[0]
+            if n is not None and end - start > n:
+                start = end - n
+            # (0.0 + part is part: the same doubles as the sum below)
+            part = _idf(rows, len(postings.ids)) * postings.saturation(avgdl)[start:end]
+            ids = postings.ids[start:end]
+            return list(zip(ids[::-1].tolist(), part[::-1].tolist(), strict=True))
+        window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
         if n is not None and len(window) > n:
             window = window[-n:]
         oldest = int(window[0])
-        rows = self.rows
-        avgdl = float(self.tokens) / float(rows) if rows else 0.0
         score = np.zeros(len(window))
         for _, postings, start, end in slices:  # in the expression's order, as FTS5 sums
-            # FTS5's nHit: the term's matches in the whole table (its tag keeps them in scope)
-            hit = len(postings.ids)
-            idf = math.log((rows - hit + 0.5) / (hit + 0.5))
-            if idf <= 0.0:
-                idf = MIN_IDF
+            idf = _idf(rows, len(postings.ids))
             start = max(start, int(postings.ids.searchsorted(oldest, "left")))
             if start >= end:
                 continue
@@ -346,6 +347,13 @@ class MemIndex:
             after = ids[c : min(d, c + width)].tolist()
             out.append((rowid, before + after))
         return out
+
+
+def _idf(rows: int, hit: int) -> float:
+    """FTS5's IDF of a term with ``hit`` matches in the whole table (its tag keeps them in
+    scope: FTS5's nHit) of ``rows`` rows, floored at :data:`MIN_IDF`."""
+    idf = math.log((rows - hit + 0.5) / (hit + 0.5))
+    return MIN_IDF if idf <= 0.0 else idf
 
 
 def _distinct(ids: _Ints) -> _Ints:
