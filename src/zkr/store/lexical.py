@@ -414,7 +414,7 @@ class _Lane:
                 if body is None:
                     body = tokens[rowid] = self.docs[rowid][2].split()
                 # a function of the query terms' counts and the length only: computed once each
-                shape = (len(body), *[body.count(term) for term in terms])
+                shape = (len(body), *map(body.count, terms))
                 got = shapes.get(shape)
                 if got is None:
                     counts = dict(zip(terms, shape[1:], strict=True))
@@ -535,6 +535,7 @@ class _Lane:
         eligible: list[int] = []
         lifters: list[int] = []
         batch = cut + cut // 4 + 8
+        targets = self.targets
         while checked < len(order) and (
             len(found) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
         ):
@@ -543,9 +544,10 @@ class _Lane:
             checked += len(chunk)
             self.seen.update(chunk)
             for rowid in chunk:
-                if self.targets[rowid]:
+                stands = targets[rowid]
+                if stands:
                     eligible.append(rowid)
-                    found.update(self.targets[rowid])
+                    found.update(stands)
                     if rowid < CLAIM_BASE:
                         lifters.append(rowid)
         lift: dict[int, float] = {}
