@@ -48,6 +48,7 @@ reads; the ranking is the same.
 
 import json
 import sqlite3
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -324,7 +325,8 @@ def _long_lived(conn: sqlite3.Connection) -> bool:
 
 class _Cache:
     """What a search learnt about documents that holds until the file changes: each
-    document's (kind, target id, body), its terms, the targets it stands for and its neighbours.
+    document's (kind, target id, body), its length and term counts, the targets it stands for and
+    its neighbours.
 
     All four are functions of the database state, the scope and the time mode only, so they
     are kept on zkr's connection (:class:`zkr.store.driver.Connection`) under ``key`` =
@@ -338,7 +340,7 @@ class _Cache:
         self.docs: dict[int, tuple[str, str, str]] = {}
         self.targets: dict[int, list[Target]] = {}
         self.near: dict[int, list[int]] = {}
-        self.tokens: dict[int, list[str]] = {}
+        self.counts: dict[int, tuple[int, dict[str, int]]] = {}  # (length, term counts)
 
 
 def _cache(conn: sqlite3.Connection, key: tuple[object, ...]) -> _Cache:
@@ -391,7 +393,7 @@ class _Lane:
         self.seen: set[int] = set()  # documents the ranking has looked at (see _rank)
         self.plan: QueryPlan | None = None
         self._points: dict[int, int] = {}
-        self._shapes: dict[tuple[int, ...], int] = {}
+        self._shapes: dict[tuple[int | None, ...], int] = {}
         self._terms: list[str] = []
 
     def points(self, rowid: int) -> int:
@@ -403,23 +405,25 @@ class _Lane:
         """:meth:`points` of each of ``rowids``, in order."""
         assert self.plan is not None
         known = self._points
-        tokens = self.cache.tokens
+        held = self.cache.counts
         shapes = self._shapes
         terms = self._terms
         out = []
         for rowid in rowids:
             got = known.get(rowid)
             if got is None:
-                body = tokens.get(rowid)
-                if body is None:
-                    body = tokens[rowid] = self.docs[rowid][2].split()
-                # a function of the query terms' counts and the length only: computed once each
-                shape = (len(body), *map(body.count, terms))
+                kept = held.get(rowid)
+                if kept is None:
+                    body = self.docs[rowid][2].split()
+                    kept = held[rowid] = (len(body), Counter(body))
+                # a function of the query terms' counts and the length only: computed once
+                # each (a term the document lacks counts None here)
+                shape = (kept[0], *map(kept[1].get, terms))
                 got = shapes.get(shape)
                 if got is None:
-                    counts = dict(zip(terms, shape[1:], strict=True))
+                    counts = {term: n for term, n in zip(terms, shape[1:], strict=True) if n}
                     got = relevance.basis_points(
-                        self.plan.weights, counts, len(body), self.plan.avg_length
+                        self.plan.weights, counts, kept[0], self.plan.avg_length
                     )
                     shapes[shape] = got
                 known[rowid] = got
@@ -602,8 +606,12 @@ class _Lane:
                 group = [group[i] for i in ranks]
             for rowid in group:
                 stands = targets[rowid]
-                if len(best) >= cut and not any(target in best for target in stands):
-                    continue  # it can neither add a target nor raise one's relevance
+                if len(best) >= cut:
+                    for target in stands:
+                        if target in best:
+                            break
+                    else:
+                        continue  # it can neither add a target nor raise one's relevance
                 got = known.get(rowid)
                 if got is None:
                     got = self.points_of((rowid,))[0]
