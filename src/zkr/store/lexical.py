@@ -48,7 +48,6 @@ reads; the ranking is the same.
 
 import json
 import sqlite3
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -325,8 +324,7 @@ def _long_lived(conn: sqlite3.Connection) -> bool:
 
 class _Cache:
     """What a search learnt about documents that holds until the file changes: each
-    document's (kind, target id, body), its length and term counts, the targets it stands for and
-    its neighbours.
+    document's (kind, target id, body), its terms, the targets it stands for and its neighbours.
 
     All four are functions of the database state, the scope and the time mode only, so they
     are kept on zkr's connection (:class:`zkr.store.driver.Connection`) under ``key`` =
@@ -340,7 +338,7 @@ class _Cache:
         self.docs: dict[int, tuple[str, str, str]] = {}
         self.targets: dict[int, list[Target]] = {}
         self.near: dict[int, list[int]] = {}
-        self.counts: dict[int, tuple[int, dict[str, int]]] = {}  # (length, term counts)
+        self.tokens: dict[int, list[str]] = {}
 
 
 def _cache(conn: sqlite3.Connection, key: tuple[object, ...]) -> _Cache:
@@ -393,7 +391,7 @@ class _Lane:
         self.seen: set[int] = set()  # documents the ranking has looked at (see _rank)
         self.plan: QueryPlan | None = None
         self._points: dict[int, int] = {}
-        self._shapes: dict[tuple[int | None, ...], int] = {}
+        self._shapes: dict[tuple[int, ...], int] = {}
         self._terms: list[str] = []
 
     def points(self, rowid: int) -> int:
@@ -405,25 +403,23 @@ class _Lane:
         """:meth:`points` of each of ``rowids``, in order."""
         assert self.plan is not None
         known = self._points
-        held = self.cache.counts
+        tokens = self.cache.tokens
         shapes = self._shapes
         terms = self._terms
         out = []
         for rowid in rowids:
             got = known.get(rowid)
             if got is None:
-                kept = held.get(rowid)
-                if kept is None:
-                    body = self.docs[rowid][2].split()
-                    kept = held[rowid] = (len(body), Counter(body))
-                # a function of the query terms' counts and the length only: computed once
-                # each (a term the document lacks counts None here)
-                shape = (kept[0], *map(kept[1].get, terms))
+                body = tokens.get(rowid)
+                if body is None:
+                    body = tokens[rowid] = self.docs[rowid][2].split()
+                # a function of the query terms' counts and the length only: computed once each
+                shape = (len(body), *map(body.count, terms))
                 got = shapes.get(shape)
                 if got is None:
-                    counts = {term: n for term, n in zip(terms, shape[1:], strict=True) if n}
+                    counts = dict(zip(terms, shape[1:], strict=True))
                     got = relevance.basis_points(
-                        self.plan.weights, counts, kept[0], self.plan.avg_length
+                        self.plan.weights, counts, len(body), self.plan.avg_length
                     )
                     shapes[shape] = got
                 known[rowid] = got
