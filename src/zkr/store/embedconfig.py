@@ -19,8 +19,8 @@ import sys
 from typing import NamedTuple
 
 from zkr.errors import InvalidInput
-from zkr.store.driver import Connection, change_mark
 from zkr.model import QueryEmbedding
+from zkr.store.driver import Connection, change_mark
 
 
 class EmbedderConfig(NamedTuple):

@@ -82,9 +82,7 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         raise StorageError(str(exc)) from None
     with read_tx(conn):
         mark = None if is_postgres(conn) else change_mark(conn)  # (stands until the tx ends)
-        ranked = lexical_search(
-            conn, req.tenant_id, req.person_id, req.query, cut, req.as_of, mark
-        )
+        ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of, mark)
         if query_embedding is None or req.as_of is not None:
             known = _known(conn, req.tenant_id, req.person_id, req.as_of, mark)
             items = materialize_all(
