@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 from zkr.errors import InvalidInput
 from zkr.model import QueryEmbedding
+from zkr.store.driver import Connection, change_mark
 
 
 class EmbedderConfig(NamedTuple):
@@ -50,12 +51,28 @@ ON CONFLICT (id) DO UPDATE SET model = excluded.model, version = excluded.versio
 
 
 def configured(conn: sqlite3.Connection) -> EmbedderConfig | None:
-    """The recorded configuration, or ``None`` (no table, or no row). One indexed read."""
+    """The recorded configuration, or ``None`` (no table, or no row). One indexed read.
+
+    Outside a transaction on zkr's connection the answer is kept until the file's change mark
+    (:func:`zkr.store.driver.change_mark`, read first) moves: a long-lived process's search
+    then reads one ``PRAGMA`` instead (a file without the table fails to prepare the read,
+    every time)."""
+    mark = None
+    if isinstance(conn, Connection) and not conn.in_transaction:
+        mark = change_mark(conn)
+        kept: tuple[object, EmbedderConfig | None] | None = getattr(conn, "embedder_kept", None)
+        if kept is not None and kept[0] == mark:
+            return kept[1]
     try:
         row = conn.execute(_READ_SQL).fetchone()
-    except sqlite3.OperationalError:  # no such table: a file never filled locally
-        return None
-    return None if row is None else EmbedderConfig(*row)
+    except sqlite3.OperationalError as exc:  # no such table: a file never filled locally
+        if "no such table" not in str(exc):
+            return None  # (not kept)
+        row = None
+    config = None if row is None else EmbedderConfig(*row)
+    if mark is not None:
+        conn.embedder_kept = (mark, config)  # type: ignore[attr-defined]
+    return config
 
 
 def record(conn: sqlite3.Connection, config: EmbedderConfig) -> None:

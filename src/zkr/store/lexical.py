@@ -48,7 +48,6 @@ reads; the ranking is the same.
 
 import json
 import sqlite3
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, Protocol
 
@@ -287,11 +286,15 @@ class SqliteIndex:
 
 
 def open_index(
-    conn: sqlite3.Connection, tenant_id: str, person_id: str, memory: bool = False
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    memory: bool = False,
+    mark: tuple[int, int] | None = None,
 ) -> Index:
     """The scope's index on this connection's backend; with ``memory``, the connection's
     in-memory copy (:mod:`zkr.store.memindex`, same answers) when it can keep one. Inside a
-    read transaction."""
+    read transaction; ``mark``: the file's change mark read in it, if the caller has it."""
     if is_postgres(conn):
         from zkr.store.pg.search import PgIndex
 
@@ -299,7 +302,7 @@ def open_index(
     if memory:
         from zkr.store import memindex  # numpy: long-lived processes only
 
-        kept = memindex.for_scope(conn, scope_tag(tenant_id, person_id))
+        kept = memindex.for_scope(conn, scope_tag(tenant_id, person_id), mark)
         if kept is not None:
             return kept
     return SqliteIndex(conn, tenant_id, person_id)
@@ -366,6 +369,7 @@ class _Lane:
         person_id: str,
         as_of: AsOf | None,
         index: Index,
+        mark: tuple[int, int] | None = None,
     ) -> None:
         self.conn = conn
         self.index = index
@@ -376,7 +380,7 @@ class _Lane:
             self.params["r"] = as_of.recorded_at
         self.as_of = as_of
         if not is_postgres(conn):
-            key = (change_mark(conn), tenant_id, person_id, as_of)
+            key = (change_mark(conn) if mark is None else mark, tenant_id, person_id, as_of)
             self.cache = _cache(conn, key)
         else:
             self.cache = _Cache(())  # (PostgreSQL: one search only)
@@ -393,22 +397,34 @@ class _Lane:
     def points(self, rowid: int) -> int:
         """The relevance of one resolved document (:mod:`zkr.store.relevance`)."""
         got = self._points.get(rowid)
-        if got is None:
-            assert self.plan is not None
-            body = self.cache.tokens.get(rowid)
-            if body is None:
-                body = self.cache.tokens[rowid] = self.docs[rowid][2].split()
-            # a function of the query terms' counts and the length only: computed once each
-            shape = (len(body), *[body.count(term) for term in self._terms])
-            got = self._shapes.get(shape)
+        return self.points_of((rowid,))[0] if got is None else got
+
+    def points_of(self, rowids: Iterable[int]) -> list[int]:
+        """:meth:`points` of each of ``rowids``, in order."""
+        assert self.plan is not None
+        known = self._points
+        tokens = self.cache.tokens
+        shapes = self._shapes
+        terms = self._terms
+        out = []
+        for rowid in rowids:
+            got = known.get(rowid)
             if got is None:
-                counts = dict(zip(self._terms, shape[1:], strict=True))
-                got = relevance.basis_points(
-                    self.plan.weights, counts, len(body), self.plan.avg_length
-                )
-                self._shapes[shape] = got
-            self._points[rowid] = got
-        return got
+                body = tokens.get(rowid)
+                if body is None:
+                    body = tokens[rowid] = self.docs[rowid][2].split()
+                # a function of the query terms' counts and the length only: computed once each
+                shape = (len(body), *map(body.count, terms))
+                got = shapes.get(shape)
+                if got is None:
+                    counts = dict(zip(terms, shape[1:], strict=True))
+                    got = relevance.basis_points(
+                        self.plan.weights, counts, len(body), self.plan.avg_length
+                    )
+                    shapes[shape] = got
+                known[rowid] = got
+            out.append(got)
+        return out
 
     def _query(self, sql: str, **params: object) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, {**self.params, **params}).fetchall()
@@ -422,6 +438,8 @@ class _Lane:
     def check(self, rowids: Sequence[int]) -> None:
         """Record the targets each document stands for (spec/retrieval.md §3.3, §4)."""
         todo = [rowid for rowid in rowids if rowid not in self.targets]
+        if not todo:
+            return
         self.resolve(todo)
         sources = sorted({self.docs[r][1] for r in todo if r in self.docs and r < CLAIM_BASE})
         claims = sorted({self.docs[r][1] for r in todo if r in self.docs and r >= CLAIM_BASE})
@@ -517,6 +535,7 @@ class _Lane:
         eligible: list[int] = []
         lifters: list[int] = []
         batch = cut + cut // 4 + 8
+        targets = self.targets
         while checked < len(order) and (
             len(found) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
         ):
@@ -525,9 +544,10 @@ class _Lane:
             checked += len(chunk)
             self.seen.update(chunk)
             for rowid in chunk:
-                if self.targets[rowid]:
+                stands = targets[rowid]
+                if stands:
                     eligible.append(rowid)
-                    found.update(self.targets[rowid])
+                    found.update(stands)
                     if rowid < CLAIM_BASE:
                         lifters.append(rowid)
         lift: dict[int, float] = {}
@@ -545,19 +565,60 @@ class _Lane:
             * (LABEL_BOOST if rowid in labelled else 1.0)
             for rowid in eligible
         }
-        # ties (equal bm25 on the informative terms) go to the document matching more of the
-        # query, common words included, then to the newest
-        # (a document's points are needed only where its lifted score is tied)
-        tied = {score for score, n in Counter(self.final.values()).items() if n > 1}
-        eligible.sort(
-            key=lambda r: (
-                -self.final[r],
-                -self.points(r) if self.final[r] in tied else 0,
-                -(r % CLAIM_BASE),
-                r,
-            )
-        )
+        # by lifted score, then newest first, then sources before claims (module docstring,
+        # step 7); ties in score are broken further by :meth:`best` (points), only where the
+        # answer depends on it
+        final = self.final
+        eligible.sort(key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True)
         return eligible
+
+    def best(self, order: list[int], cut: int) -> dict[Target, int]:
+        """At most ``cut`` distinct targets of the eligible documents ``order`` (as
+        :meth:`scored` returns them), each with the best relevance of the documents that stand
+        for it, in rank order.
+
+        The rank order: lifted score descending; documents of equal lifted score (equal bm25
+        on the informative terms) go to the one matching more of the query, common words
+        included (:meth:`points`), then to the newest, then sources before claims. That is
+        ``sorted(order, key=lambda r: (-final[r], -points(r) if tied else 0, -(r % CLAIM_BASE),
+        r))``; a tied group's points are computed only when the group still decides which
+        targets are taken (after ``cut`` targets, order no longer matters: the rest can only
+        raise a taken target's relevance, a maximum).
+        """
+        final = self.final
+        best: dict[Target, int] = {}
+        targets = self.targets
+        known = self._points
+        start, end = 0, len(order)
+        while start < end:
+            score = final[order[start]]
+            stop = start + 1
+            while stop < end and final[order[stop]] == score:
+                stop += 1
+            group = order[start:stop]
+            if len(group) > 1 and len(best) < cut:
+                points = self.points_of(group)  # (a stable sort: equal points keep their order)
+                ranks = sorted(range(len(group)), key=points.__getitem__, reverse=True)
+                group = [group[i] for i in ranks]
+            for rowid in group:
+                stands = targets[rowid]
+                if len(best) >= cut:
+                    for target in stands:
+                        if target in best:
+                            break
+                    else:
+                        continue  # it can neither add a target nor raise one's relevance
+                got = known.get(rowid)
+                if got is None:
+                    got = self.points_of((rowid,))[0]
+                for target in stands:
+                    if target in best:
+                        if got > best[target]:
+                            best[target] = got
+                    elif len(best) < cut:
+                        best[target] = got
+            start = stop
+        return best
 
 
 def _best_first(scores: dict[int, float]) -> list[int]:
@@ -575,32 +636,28 @@ def lexical_search(
     query: str,
     cut: int,
     as_of: AsOf | None = None,
+    mark: tuple[int, int] | None = None,
 ) -> list[Ranked]:
     """At most ``cut`` distinct eligible targets, best first, each with its relevance (the
     best of the documents that stand for it). Live mode, or historical mode with ``as_of``.
 
     Runs inside the caller's (read) transaction; the index must be current: call
-    :func:`zkr.store.search_index.ensure_current` before opening it.
+    :func:`zkr.store.search_index.ensure_current` before opening it. ``mark``: the file's
+    :func:`~zkr.store.driver.change_mark` as the caller read it in that transaction, if it has
+    (SQLite; read here otherwise: it stands until the transaction ends).
     """
     if cut <= 0:
         return []
-    index = open_index(conn, tenant_id, person_id, _long_lived(conn))
+    if mark is None and not is_postgres(conn):
+        mark = change_mark(conn)
+    index = open_index(conn, tenant_id, person_id, _long_lived(conn), mark)
     plan = plan_query(conn, tenant_id, person_id, query, index)
     if not plan.match:
         return []
-    lane = _Lane(conn, tenant_id, person_id, as_of, index)
+    lane = _Lane(conn, tenant_id, person_id, as_of, index, mark)
     lane.plan = plan
     lane._terms = [term for term, _ in plan.weights]
-    best: dict[Target, int] = {}
-    for rowid in lane.scored(plan, cut):
-        if len(best) >= cut and not any(target in best for target in lane.targets[rowid]):
-            continue  # it can neither add a target nor raise one's relevance
-        points = lane.points(rowid)
-        for target in lane.targets[rowid]:
-            if target in best:
-                best[target] = max(best[target], points)
-            elif len(best) < cut:
-                best[target] = points
+    best = lane.best(lane.scored(plan, cut), cut)
     return [Ranked(target, points) for target, points in best.items()]
 
 

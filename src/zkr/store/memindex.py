@@ -65,17 +65,29 @@ class TooLarge(Unavailable):
 class _Postings:
     """One term's documents: rowids ascending, the term's count in each, each one's length."""
 
-    __slots__ = ("dl", "ids", "tf")
+    __slots__ = ("avgdl", "dl", "ids", "saturated", "tf")
 
     def __init__(self, ids: _Ints, tf: _Floats, dl: _Floats) -> None:
         self.ids = ids
         self.tf = tf
         self.dl = dl
+        self.avgdl: float | None = None  # the mean length `saturated` was computed for
+        self.saturated: _Floats = tf
+
+    def saturation(self, avgdl: float) -> _Floats:
+        """bm25's term-frequency factor of each posting, ``tf · (k1 + 1) / (tf + k1 · (1 - b +
+        b · dl / avgdl))``, the same double operations as FTS5; kept until ``avgdl`` moves."""
+        if self.avgdl != avgdl:
+            tf = self.tf
+            self.saturated = (tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * self.dl / avgdl))
+            self.avgdl = avgdl
+        return self.saturated
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         """The slice of the postings with rowids in ``[lo, hi]``."""
-        ids = self.ids
-        return int(ids.searchsorted(lo, "left")), int(ids.searchsorted(hi, "right"))
+        # (rowids are integers: the first one above `hi` is the first one at or above hi + 1)
+        a, b = self.ids.searchsorted((lo, hi + 1)).tolist()
+        return a, b
 
 
 def _postings(ids: list[int], tf: list[int], dl: list[int]) -> _Postings:
@@ -261,28 +273,28 @@ class MemIndex:
                     slices.append((term, postings, a, b))
         if not slices:
             return []
-        if len(slices) == 1:
-            window = slices[0][1].ids[slices[0][2] : slices[0][3]]
-        else:
-            window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
+        rows = self.rows
+        avgdl = float(self.tokens) / float(rows) if rows else 0.0
+        if len(slices) == 1:  # one term: the window is its newest postings, scored alone
+            _, postings, start, end = slices[0]
+            if n is not None and end - start > n:
+                start = end - n
+            # (0.0 + part is part: the same doubles as the sum below)
+            part = _idf(rows, len(postings.ids)) * postings.saturation(avgdl)[start:end]
+            ids = postings.ids[start:end]
+            return list(zip(ids[::-1].tolist(), part[::-1].tolist(), strict=True))
+        window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
         if n is not None and len(window) > n:
             window = window[-n:]
         oldest = int(window[0])
-        rows = self.rows
-        avgdl = float(self.tokens) / float(rows) if rows else 0.0
         score = np.zeros(len(window))
         for _, postings, start, end in slices:  # in the expression's order, as FTS5 sums
-            # FTS5's nHit: the term's matches in the whole table (its tag keeps them in scope)
-            hit = len(postings.ids)
-            idf = math.log((rows - hit + 0.5) / (hit + 0.5))
-            if idf <= 0.0:
-                idf = MIN_IDF
+            idf = _idf(rows, len(postings.ids))
             start = max(start, int(postings.ids.searchsorted(oldest, "left")))
             if start >= end:
                 continue
-            tf = postings.tf[start:end]
-            dl = postings.dl[start:end]
-            part = idf * ((tf * (K1 + 1.0)) / (tf + K1 * (1 - B + B * dl / avgdl)))
+            # (element by element: the same doubles whether computed on a slice or the whole)
+            part = idf * postings.saturation(avgdl)[start:end]
             where = window.searchsorted(postings.ids[start:end])
             score[where] += part
         # FTS5 returns -1.0 * score; the lane's score is minus that: the sum itself
@@ -337,6 +349,13 @@ class MemIndex:
         return out
 
 
+def _idf(rows: int, hit: int) -> float:
+    """FTS5's IDF of a term with ``hit`` matches in the whole table (its tag keeps them in
+    scope: FTS5's nHit) of ``rows`` rows, floored at :data:`MIN_IDF`."""
+    idf = math.log((rows - hit + 0.5) / (hit + 0.5))
+    return MIN_IDF if idf <= 0.0 else idf
+
+
 def _distinct(ids: _Ints) -> _Ints:
     """The distinct values of ``ids``, ascending (a sort: numpy's hashing ``unique`` is
     slower on these sizes)."""
@@ -360,8 +379,11 @@ def _epoch(conn: sqlite3.Connection) -> str:
     return str(row[0])
 
 
-def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
-    """The connection's in-memory index of scope ``tag``, current at the file's change mark,
+def for_scope(
+    conn: sqlite3.Connection, tag: str, mark: tuple[int, int] | None = None
+) -> MemIndex | None:
+    """The connection's in-memory index of scope ``tag``, current at the file's change mark
+    (``mark``: as the caller read it inside the same read transaction; default: read here),
     or ``None`` when it cannot be kept (the caller reads FTS5)."""
     indexes: dict[str, MemIndex] | None = getattr(conn, "lexical_memory", None)
     if indexes is None:
@@ -372,7 +394,8 @@ def for_scope(conn: sqlite3.Connection, tag: str) -> MemIndex | None:
     if tag in off:
         return None
     index = indexes.pop(tag, None)
-    mark = change_mark(conn)
+    if mark is None:
+        mark = change_mark(conn)
     try:
         if index is None:
             index = MemIndex(tag)

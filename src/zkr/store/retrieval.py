@@ -81,9 +81,10 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     except sqlite3.Error as exc:
         raise StorageError(str(exc)) from None
     with read_tx(conn):
-        ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of)
+        mark = None if is_postgres(conn) else change_mark(conn)  # (stands until the tx ends)
+        ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of, mark)
         if query_embedding is None or req.as_of is not None:
-            known = _known(conn, req.tenant_id, req.person_id, req.as_of)
+            known = _known(conn, req.tenant_id, req.person_id, req.as_of, mark)
             items = materialize_all(
                 conn, req.tenant_id, req.person_id, ranked[:limit], req.as_of, known
             )
@@ -208,15 +209,20 @@ KNOWN_TARGETS = 20_000
 
 
 def _known(
-    conn: sqlite3.Connection, tenant_id: str, person_id: str, as_of: AsOf | None
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    person_id: str,
+    as_of: AsOf | None,
+    mark: tuple[int, int] | None = None,
 ) -> dict[Target, tuple[str, str]] | None:
     """The connection's record of materialised targets (excerpt text, citation) for this
     scope and time mode, valid while the file's change mark stands (like the lexical lane's
     cache: :func:`zkr.store.driver.change_mark`, read inside the caller's read transaction);
-    ``None`` on connections zkr did not open. At most :data:`KNOWN_TARGETS` are kept."""
+    ``None`` on connections zkr did not open. At most :data:`KNOWN_TARGETS` are kept.
+    ``mark``: the change mark as the caller read it in the same transaction, if it has."""
     if not isinstance(conn, Connection):
         return None
-    key = (change_mark(conn), tenant_id, person_id, as_of)
+    key = (change_mark(conn) if mark is None else mark, tenant_id, person_id, as_of)
     kept: tuple[object, dict[Target, tuple[str, str]]] | None = getattr(conn, "known_targets", None)
     if kept is None or kept[0] != key or len(kept[1]) > KNOWN_TARGETS:
         kept = (key, {})

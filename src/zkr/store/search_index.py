@@ -42,6 +42,7 @@ the index in the connection's ``temp`` schema instead, which shadows the file's 
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import zlib
@@ -83,6 +84,7 @@ _TABLES = (
 _LOG_TRIGGER_NAMES = ("zkr_search_log_insert", "zkr_search_log_delete")
 
 
+@functools.lru_cache(maxsize=64)
 def scope_tag(tenant_id: str, person_id: str) -> str:
     """Ten hex digits naming a scope inside index terms: 40 bits of two CRC-32s
     of ``tenant \x1f person`` (zlib is already loaded; hashlib would cost a CLI call several

@@ -121,8 +121,10 @@ def _language(word: str) -> str | None:
     return {"c": "russian", "g": "greek", "l": "english"}[str(found.lastgroup)]
 
 
+@functools.lru_cache(maxsize=8192)
 def stem(word: str) -> str:
-    """The Snowball stem of one folded spaced word (unchanged for unstemmed scripts)."""
+    """The Snowball stem of one folded spaced word (unchanged for unstemmed scripts); the
+    last 8192 words' stems are kept (a pure function of the word)."""
     language = _language(word)
     if language is None or word.isdigit():
         return word
