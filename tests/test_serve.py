@@ -18,14 +18,8 @@ import pytest
 from tests.conftest import P, T, cli, dump, sam_acme
 from zkr import MemoryDb
 from zkr.cli import REQUEST_LIMIT
-from zkr.serve import (
-    BACKSTOP_FRAMES,
-    IDLE_CHECKPOINT_FRAMES,
-    LINE_LIMIT,
-    FileWatch,
-    IdleCheckpoint,
-    answer,
-)
+from zkr.serve import LINE_LIMIT, answer
+from zkr.servefile import BACKSTOP_FRAMES, IDLE_CHECKPOINT_FRAMES, FileWatch, IdleCheckpoint
 
 
 class Server:

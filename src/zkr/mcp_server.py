@@ -35,7 +35,7 @@ from zkr.text import is_blank
 
 if TYPE_CHECKING:
     from zkr.memory import MemoryDb
-    from zkr.serve import FileWatch
+    from zkr.servefile import FileWatch
 
 DEFAULT_PORT = 8765
 MISSING_SDK = "zkr mcp needs the MCP SDK: pip install 'zkr[mcp]'"
@@ -135,7 +135,7 @@ def stop_on_signals(database: MemoryDb, watch: FileWatch | None) -> None:
     leave the server waiting for one more input line (and SIGTERM killed it unclosed). Now a
     signal starts a thread that closes the database, which waits for a tool call in flight to
     finish its transaction (:meth:`MemoryDb.close` takes the call lock), and ends the process
-    with status 0 (1 when the file was lost: :class:`~zkr.serve.FileWatch`). The answer of
+    with status 0 (1 when the file was lost: :class:`~zkr.servefile.FileWatch`). The answer of
     that last call may not reach the client; its write stands (resend with an
     ``ingestion_key``).
     """
@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
         if watch is None:
             database.close()
         else:
-            watch.close(database)  # not once the file was lost (zkr.serve.FileWatch.close)
+            watch.close(database)  # not once the file was lost (zkr.servefile.FileWatch.close)
     if watch is not None:
         watch.exit_if_lost(1)
     return 0

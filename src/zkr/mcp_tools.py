@@ -38,7 +38,8 @@ from zkr.codec import I64_MAX, I64_MIN, U32_MAX, has_lone_surrogate, parse_json
 from zkr.context import DEFAULT_MAX_BYTES
 from zkr.errors import RequestError, ZkrError
 from zkr.memory import MemoryDb
-from zkr.serve import FileWatch, run_command
+from zkr.serve import run_command
+from zkr.servefile import FileWatch
 
 SourceKind = Literal[
     "conversation", "screen", "audio", "document", "integration", "user_correction"
@@ -220,7 +221,7 @@ class _AnsweringStream:
 class _Server(MCPServer[Any]):
     """The SDK's server, with short argument errors (:func:`argument_error`), an answer to
     every stdio line it cannot decode (:func:`undecodable_reply`) and the
-    :class:`~zkr.serve.FileWatch` of its database (``watch``: set by :func:`build_server`)."""
+    :class:`~zkr.servefile.FileWatch` of its database (``watch``: set by :func:`build_server`)."""
 
     watch: FileWatch | None = None
 

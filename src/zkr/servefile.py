@@ -1,0 +1,206 @@
+"""The database file under a long-lived server (``zkr serve``, ``zkr mcp``): whether it is still
+the file the server opened, and when its write-ahead log is checkpointed.
+
+**The file under the server.** SQLite keeps writing to the file it opened, even when that file
+was deleted or replaced (``rm``, ``mv``, a restored backup): the writes would go to an unlinked
+inode and be lost. Before and after each request the server compares the device and inode at
+``PATH`` with the ones it opened (:class:`FileWatch`, one ``stat`` each); when they differ it
+answers that request with an error instead of its result (a write it ran is never acknowledged),
+writes the same error on stderr and exits with status 1, so a host restarts it on the current
+file.
+
+**Checkpoints.** SQLite copies the write-ahead log back into the file (a checkpoint: two
+``fdatasync``, 3-10 ms) once the log holds 1000 frames, inside the commit that crosses it, so
+one write in about 35 ``remember`` paid it. The server's connection moves that work between
+requests (:class:`IdleCheckpoint`): after answering a request that wrote, it checkpoints once
+the log holds :data:`IDLE_CHECKPOINT_FRAMES` frames, while the host reads the answer; SQLite's own
+checkpoint stays as a backstop at :data:`BACKSTOP_FRAMES`, for one request that writes more.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import sys
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zkr.memory import MemoryDb
+
+SIDE_FILES = {"-wal": "write-ahead log", "-shm": "shared-memory index"}  # SQLite's, WAL mode
+
+
+class FileWatch:
+    """The database file a server opened, by device and inode, checked around each request.
+
+    ``path`` is stat-ed once at construction (right after the database was opened); a path
+    that is not a regular file (a PostgreSQL DSN, say) is not watched. :meth:`problem` costs
+    three ``os.stat`` (the file, its write-ahead log and its shared-memory index); once it has
+    found one gone or replaced, :attr:`lost` keeps its message.
+
+    ``PATH-wal`` and ``PATH-shm`` are watched the same way from the first check that finds them:
+    the server's connection keeps them open, so SQLite never removes them under a running
+    server. ``rm PATH-wal`` would leave the server committing to the unlinked log (acknowledged
+    writes that no other process sees, gone when the server dies); after ``rm PATH-shm`` the
+    server and a new process keep two indexes of one log and overwrite each other's commits.
+    """
+
+    def __init__(self, path: str, server: str = "zkr serve") -> None:
+        self.path = os.path.abspath(path)
+        self.server = server  # named in the message: what to restart
+        self.lost: str | None = None
+        self.identity: tuple[int, int] | None = None
+        self.side_identity: dict[str, tuple[int, int]] = {}  # PATH-wal, PATH-shm once seen
+        try:
+            info = os.stat(self.path)
+        except (OSError, ValueError):
+            return
+        if stat.S_ISREG(info.st_mode):
+            self.identity = (info.st_dev, info.st_ino)
+            for suffix in SIDE_FILES:
+                self._side_problem(suffix)
+
+    def problem(self) -> str | None:
+        """``None`` while ``path`` is still the opened file; else the error message."""
+        if self.lost is not None or self.identity is None:
+            return self.lost
+        try:
+            info = os.stat(self.path)
+            what = None if (info.st_dev, info.st_ino) == self.identity else "replaced"
+        except FileNotFoundError:
+            what = "deleted"
+        except OSError as exc:
+            what = f"made unreadable ({exc.strerror or exc})"
+        name = f"database file {self.path}"
+        for suffix, kind in SIDE_FILES.items():
+            if what is None and (what := self._side_problem(suffix)) is not None:
+                name = f"{kind} {self.path}{suffix}"
+        if what is not None:
+            self.lost = (
+                f"{name} was {what} while {self.server} had it open;"
+                f" nothing more is read or written through the old file: restart {self.server}"
+            )
+        return self.lost
+
+    def close(self, database: MemoryDb) -> None:
+        """Close ``database`` at the end of a server, unless its file was lost.
+
+        A lost file's connection must not be closed, here or at interpreter exit: closing
+        takes the last connection's checkpoint through the old log and index, then deletes
+        ``PATH-wal`` by name, which would overwrite another process's commits (after ``rm
+        PATH-shm``) or delete the log of the file now at PATH (after a ``mv`` over it). The
+        server then ends with :meth:`exit_if_lost`.
+        """
+        if self.lost is None:
+            database.close()
+
+    def exit_if_lost(self, status: int) -> None:
+        """When the file was lost, end the process now with ``status`` (output flushed, the
+        connection left unclosed: :meth:`close`); else return."""
+        if self.lost is not None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(status)
+
+    def _side_problem(self, suffix: str) -> str | None:
+        """``None`` while ``PATH + suffix`` is absent and was never seen, or is the file first
+        seen; else how it went (``deleted``, ``replaced``)."""
+        known = self.side_identity.get(suffix)
+        try:
+            info = os.stat(self.path + suffix)
+        except FileNotFoundError:
+            return None if known is None else "deleted"
+        except OSError as exc:
+            return f"made unreadable ({exc.strerror or exc})"
+        if known is None:
+            self.side_identity[suffix] = (info.st_dev, info.st_ino)
+            return None
+        return None if (info.st_dev, info.st_ino) == known else "replaced"
+
+
+IDLE_CHECKPOINT_FRAMES = 1000
+"""Log frames not yet copied into the file at which the server checkpoints after a response
+(SQLite's own default threshold, so the log stays the size it was: about 4 MB of 4 KiB pages)."""
+BACKSTOP_FRAMES = 2000
+"""The server connection's ``wal_autocheckpoint``: SQLite checkpoints inside a commit only when
+one request took the log past this (a large ``apply``, say)."""
+
+
+class IdleCheckpoint:
+    """The server's checkpoints, taken between requests instead of inside a commit.
+
+    After each answered request that wrote through the server's connection (its
+    ``total_changes`` moved), :meth:`after_request` reads how many frames of the write-ahead
+    log are not yet in the database file and, from :data:`IDLE_CHECKPOINT_FRAMES` on, runs a
+    ``PASSIVE`` checkpoint: what SQLite's automatic checkpoint does, at the same log size, but
+    after the answer was written, so the request that crossed the threshold is not held up by
+    it (a host that sends its next request at once waits for the rest of it, as a concurrent
+    writer always waited). Durability is unchanged: every commit was in the log before its answer.
+
+    The frame counts are the wal-index header's ``mxFrame`` and the checkpoint record's
+    ``nBackfill`` (https://www.sqlite.org/walformat.html §2.1-2.2: native byte order at byte
+    offsets 16 and 96 of ``PATH-shm``), read through a descriptor opened once. It is closed
+    only by :meth:`close` after the connection (POSIX: closing any descriptor of a file drops
+    every lock the process holds on it, SQLite's included). Not used for a file that is not in
+    WAL mode, a PostgreSQL store, or once the file was lost (:class:`FileWatch`).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, shm_fd: int) -> None:
+        self.conn = conn
+        self.shm_fd = shm_fd
+        self.changes = conn.total_changes
+
+    @classmethod
+    def start(cls, database: MemoryDb, watch: FileWatch) -> IdleCheckpoint | None:
+        """Set up on a just-opened database watched by ``watch``; ``None`` when not applicable
+        (no regular file, not WAL, no ``PATH-shm``)."""
+        if watch.identity is None or watch.lost is not None:
+            return None
+        conn = database.conn
+        try:
+            row = conn.execute("PRAGMA journal_mode").fetchone()
+            if row is None or str(row[0]).lower() != "wal":
+                return None
+            shm_fd = os.open(watch.path + "-shm", os.O_RDONLY)
+        except (sqlite3.Error, OSError):
+            return None
+        try:
+            conn.execute(f"PRAGMA wal_autocheckpoint = {BACKSTOP_FRAMES}")
+        except sqlite3.Error:
+            os.close(shm_fd)
+            return None
+        return cls(conn, shm_fd)
+
+    def pending_frames(self) -> int:
+        """Frames of the log not yet copied into the file (0 when the index is unreadable)."""
+        try:
+            header = os.pread(self.shm_fd, 100, 0)
+        except OSError:
+            return 0
+        if len(header) < 100 or header[12] != 1:  # isInit: the index is not built yet
+            return 0
+        frames = int.from_bytes(header[16:20], sys.byteorder)
+        backfilled = int.from_bytes(header[96:100], sys.byteorder)
+        return max(0, frames - backfilled)
+
+    def after_request(self, watch: FileWatch | None) -> None:
+        """Checkpoint when the request just answered wrote and the log reached the threshold.
+
+        A failure (another connection holding the checkpoint lock, a full disk) is left to the
+        next attempt or to SQLite's own checkpoint: nothing of a commit depends on it."""
+        changes = self.conn.total_changes
+        if changes == self.changes:
+            return
+        self.changes = changes
+        if watch is not None and watch.lost is not None:
+            return
+        if self.pending_frames() < IDLE_CHECKPOINT_FRAMES:
+            return
+        with suppress(sqlite3.Error):  # (one request at a time: the connection is free)
+            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def close(self) -> None:
+        """Close the index descriptor (after the connection was closed)."""
+        os.close(self.shm_fd)
