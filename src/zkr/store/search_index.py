@@ -10,11 +10,11 @@ Layout (all created together, in one transaction):
   status: ``as_of`` searches see superseded claims), ``body`` = the document's index terms
   (:func:`zkr.store.terms.index_terms`: at most ``MAX_DOCUMENT_TERMS`` of them) each prefixed
   with the scope's tag, so a term's postings, document frequency and bm25 statistics belong to
-  one scope; ``kind``, ``target``, ``scope`` UNINDEXED. Rowids follow write order: sources in ``[1, 2^40)``, claims in
-  ``[2^40, 2^41)``, so "the sources written just before and after this one" is a rowid range.
-  The lexical lane reads a known document's columns straight from FTS5's content table
-  ``zkr_fts_content`` (``id`` = rowid, ``c0``..``c3`` = body, kind, target, scope), a plain
-  rowid table, rather than through the FTS5 cursor.
+  one scope; ``kind``, ``target``, ``scope`` UNINDEXED. Rowids follow write order: sources in
+  ``[1, 2^40)``, claims in ``[2^40, 2^41)``, so "the sources written just before and after this
+  one" is a rowid range. The lexical lane reads a known document's columns straight from FTS5's
+  content table ``zkr_fts_content`` (``id`` = rowid, ``c0``..``c3`` = body, kind, target,
+  scope), a plain rowid table, rather than through the FTS5 cursor.
 * ``zkr_search_map``: (kind, target) → rowid, for re-indexing and removal.
 * ``zkr_search_terms``: tagged term → number of the scope's documents holding it;
   ``zkr_search_scopes``: scope tag → documents and total terms (for IDF and average length).

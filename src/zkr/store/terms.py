@@ -178,7 +178,8 @@ def _all_terms(folded: str, found: list[tuple[str, bool]]) -> list[str]:
 
 
 def _label(folded: str, searchable: bool) -> list[str]:
-    label = _LABEL.match(folded)
+    colon = folded.find(":")  # a label ends at the text's first colon (its words hold none)
+    label = _LABEL.match(folded, 0, colon + 2) if colon >= 0 else None
     if label is None or not searchable:
         return []
     return [LABEL_MARK + term for term in _terms(label.group(1))]
@@ -204,11 +205,9 @@ def index_terms(text: str, limit: int = MAX_DOCUMENT_TERMS) -> list[str]:
         read = counts.total() - before
     if len(counts) > limit:  # too many distinct terms: every stride-th term of the sequence
         positions = sum(max(len(w) - 1, 1) if u else w not in STOP_WORDS for w, u in found)
-        counts = Counter(itertools.islice(_sequence(found, stems), 0, None, -(-positions // limit)))
-    if len(counts) < limit:  # room left: the single characters of the longer unspaced runs
-        singles = Counter(
-            chain.from_iterable(w for w, unspaced in found if unspaced and len(w) > 1)
-        )
+        counts = Counter(_sequence(found, stems, -(-positions // limit)))
+    elif len(counts) < limit:  # room left: the single characters of the longer unspaced runs
+        singles = Counter(chain.from_iterable(w for w, u in found if u and len(w) > 1))
         if len(counts) + len(singles) <= limit:
             counts.update(singles)
     return _capped(counts, limit) + _label(folded, bool(counts))
@@ -217,20 +216,31 @@ def index_terms(text: str, limit: int = MAX_DOCUMENT_TERMS) -> list[str]:
 _CHUNK = 1 << 16
 
 
-def _sequence(found: list[tuple[str, bool]], stems: dict[str, str]) -> Iterator[str]:
+def _sequence(
+    found: list[tuple[str, bool]], stems: dict[str, str], stride: int = 1
+) -> Iterator[str]:
     """The document's term sequence, in order: the bigrams of its unspaced runs, the character
-    of a one-character run, the stems of its other words (stop words left out); ``stems``
-    caches the stems."""
+    of a one-character run, the stems of its other words (stop words left out); only the terms
+    at positions that are multiples of ``stride``. ``stems`` caches the stems."""
 
     def parts() -> Iterator[Iterable[str]]:
+        at = 0  # the position of the part's first term
         for word, unspaced in found:
-            if unspaced:
-                yield map(operator.add, word, word[1:]) if len(word) > 1 else (word,)
-            elif word not in STOP_WORDS:
+            skip = -at % stride  # of the part's terms, before its first one taken
+            if unspaced and len(word) > 1:
+                at += len(word) - 1
+                yield map(operator.add, word[skip::stride], word[skip + 1 :: stride])
+                continue
+            if not unspaced:
+                if word in STOP_WORDS:
+                    continue
                 term = stems.get(word)
                 if term is None:
                     term = stems[word] = stem(word)
-                yield (term,)
+                word = term
+            at += 1
+            if not skip:
+                yield (word,)
 
     return chain.from_iterable(parts())
 
