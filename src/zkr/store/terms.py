@@ -31,15 +31,16 @@ Stored text is never changed; only the index and the query see these forms.
 5. **Bounded documents** (:func:`index_terms`): one document gives the index at most
    :data:`MAX_DOCUMENT_TERMS` terms (plus its label's), so a 1 MiB text costs the next search
    what a long article does, not half a million index rows. A text within the bound is
-   indexed term for term. A longer one keeps each distinct term, repeated as often as it
-   occurs up to the largest common cap *k* that fits the bound (bm25's term frequency
-   saturates anyway; *k* ≥ 1, so every term of it stays findable). Only when the text has
-   more distinct terms than the bound (random ideographs, a dump of ids) is its *term
-   sequence* — the bigrams of its unspaced runs, the stems of its other words, in order —
-   sampled at every *s*-th position (the smallest stride that fits; single characters of
-   longer runs are then dropped): any query phrase of at least *s* consecutive terms of the
-   text (*s* + 1 characters of an unspaced run) still holds a sampled term and finds it.
-   Within the CLI's 1 MiB request *s* stays below :data:`MAX_QUERY_TERMS`.
+   indexed term for term. A longer one keeps each distinct term of its *term sequence* (the
+   bigrams of its unspaced runs, the stems of its other words, in order), and the single
+   characters of its longer unspaced runs (which only a one-character query uses) when they
+   fit too, each repeated as often as it occurs up to the largest common cap *k* that fits
+   the bound (bm25's term frequency saturates anyway; *k* ≥ 1, so every word and bigram of it
+   stays findable). Only when the sequence has more distinct terms than the bound (random
+   ideographs, a dump of ids) is it sampled at every *s*-th position, *s* the smallest stride
+   at which the sampled positions fit: any query phrase of at least *s* consecutive terms of
+   the text (*s* + 1 characters of an unspaced run) still holds a sampled term and finds it.
+   Within the CLI's 1 MiB request (at most ~350k positions) *s* ≤ 11.
 
 Why English stemming for all Latin text: the stores this serves are written and queried by
 agents that mostly speak English; Snowball English only strips English endings, which on other
