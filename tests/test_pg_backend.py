@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -24,6 +25,7 @@ from zkr import MemoryDb
 from zkr.cli import dispatch, run
 from zkr.errors import StorageError
 from zkr.store.pg.schema import ID_INDEXED, LAYOUT, UNSCOPED_TABLES
+from zkr.store.terms import MAX_DOCUMENT_TERMS
 
 CORPUS = [
     "Sam works at Acme as a welder",
@@ -391,6 +393,34 @@ def test_a_layout_1_store_gets_the_lane_mark(pg_dsn: str) -> None:
         layout = raw.execute("SELECT value FROM zkr_pg_meta WHERE key = 'layout'").fetchone()
         marks = raw.execute("SELECT person_id FROM zkr_lane_marks").fetchall()
     assert layout == (LAYOUT,) and marks == [("p",)]
+
+
+def test_a_long_document_is_bounded_as_in_sqlite_and_a_layout_6_store_reindexes_it(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """The bound on one document's terms (terms.index_terms) is the same rule on both
+    backends; a store indexed at layout 6 (unbounded) re-indexes its long documents."""
+    text = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(40_000))
+    bodies = []
+    for db in (pg_dsn, str(tmp_path / "m.db")):
+        source = remember(db, text, 10)["source_id"]
+        pack = call(db, "search", {"tenant_id": "t", "person_id": "p", "query": text[-16:]})[1]
+        assert [item["memory"]["id"] for item in pack["items"]] == [source]
+    import psycopg
+
+    with psycopg.connect(pg_dsn, autocommit=True) as raw:
+        bodies.append(raw.execute("SELECT body FROM zkr_fts").fetchone())
+        tag = bodies[0][0][:10]  # an unbounded body, as an index of layout 6 held it
+        long_body = " ".join([tag + "x"] * (MAX_DOCUMENT_TERMS + 1))
+        raw.execute("UPDATE zkr_fts SET body = %s", [long_body])
+        raw.execute("UPDATE zkr_pg_meta SET value = '6' WHERE key = 'layout'")
+    lite = sqlite3.connect(tmp_path / "m.db")
+    bodies.append(lite.execute("SELECT body FROM zkr_fts").fetchone())
+    lite.close()
+    assert bodies[0] == bodies[1] and len(bodies[0][0].split()) <= MAX_DOCUMENT_TERMS
+    call(pg_dsn, "search", {"tenant_id": "t", "person_id": "p", "query": "x"})
+    with psycopg.connect(pg_dsn, autocommit=True) as raw:
+        assert raw.execute("SELECT body FROM zkr_fts").fetchone() == bodies[0]
 
 
 def test_an_unreachable_server_is_a_storage_error() -> None:

@@ -3,14 +3,24 @@ missing, private when the file is read-only, never part of the feed."""
 
 from __future__ import annotations
 
+import random
 import sqlite3
+from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import P, T, remember
 from zkr import MemoryDb, StorageError
-from zkr.model import DeleteRequest, EraseRequest, ExportRequest, SearchRequest
+from zkr.model import (
+    DeleteRequest,
+    EraseRequest,
+    ExportRequest,
+    LimitRequest,
+    SearchRequest,
+    SourceKind,
+)
+from zkr.store.terms import MAX_DOCUMENT_TERMS
 
 
 def found(db: MemoryDb, query: str) -> list[str]:
@@ -199,3 +209,70 @@ def test_a_read_only_handle_sees_later_writes_by_others(tmp_path: Path) -> None:
                 "hiking boots are in the garage",
                 "rain boots by the door",
             ]
+
+
+def _index_state(path: str) -> tuple[list[tuple[object, ...]], ...]:
+    """The index's statistics and documents as stored, and the statistics recounted from the
+    documents' bodies (they must agree)."""
+    conn = sqlite3.connect(path)
+    try:
+        terms = conn.execute("SELECT term, docs FROM zkr_search_terms ORDER BY term").fetchall()
+        scopes = conn.execute("SELECT * FROM zkr_search_scopes ORDER BY scope").fetchall()
+        docs = conn.execute(
+            "SELECT m.kind, m.target, f.body FROM zkr_search_map m"
+            " JOIN zkr_fts f ON f.rowid = m.doc ORDER BY m.kind, m.target"
+        ).fetchall()
+        rows = conn.execute("SELECT count(*) FROM zkr_fts").fetchall()
+    finally:
+        conn.close()
+    df: Counter[str] = Counter()
+    totals: dict[str, list[int]] = {}
+    for _, _, body in docs:
+        tagged = body.split()
+        df.update(set(tagged))
+        scope = totals.setdefault(tagged[0][:10], [0, 0])
+        scope[0] += 1
+        scope[1] += len(tagged)
+    assert terms == sorted(df.items())
+    assert scopes == sorted((tag, d, t) for tag, (d, t) in totals.items())
+    assert rows == [(len(docs),)]
+    return terms, scopes, docs
+
+
+def test_a_large_cjk_document_is_bounded_found_and_consistent(tmp_path: Path) -> None:
+    """A text of random ideographs (each bigram new; 1 MiB holds 349,000) adds at most
+    MAX_DOCUMENT_TERMS index terms, is found by a phrase from its middle and from its end, and
+    the statistics stay those of its documents, through a delete, a repair and a rebuild.
+    (Each search is a one-shot process's: a fresh connection reading FTS5.)"""
+    rng = random.Random(5)
+    big = "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(150_000))
+    natural = "今天早上我们讨论了数据库迁移的计划。Sam booked the flights to Lisbon. " * 2000
+    path = str(tmp_path / "big.db")
+
+    def search(query: str) -> list[str]:
+        with MemoryDb.open(path) as db:
+            return [item.memory.id for item in db.search(SearchRequest(T, P, query)).items]
+
+    with MemoryDb.open(path) as db:
+        remember(db, "Sam: 今天的会议改到下午三点", at=1)
+        first = remember(db, big, at=2, kind=SourceKind.DOCUMENT).source_id
+        second = remember(db, natural, at=3, kind=SourceKind.DOCUMENT).source_id
+        dentist = remember(db, "the dentist moved to Friday", at=4).source_id
+    for query in (big[75_000:75_016], big[-16:], big[-12:]):
+        assert search(query)[:1] == [first]
+    assert second in search("数据库") and second in search("Lisbon")
+    assert search("dentist") == [dentist]
+    _, _, docs = _index_state(path)
+    assert all(len(body.split()) <= MAX_DOCUMENT_TERMS + 8 for _, _, body in docs)
+    with MemoryDb.open(path) as db:
+        db.delete(DeleteRequest(T, P, first, 5))
+        db.repair(LimitRequest(T, P, 100))
+    assert search(big[-16:]) == []
+    after_delete = _index_state(path)
+    assert all(target != first for _, target, _ in after_delete[2])
+    conn = sqlite3.connect(path)
+    with conn:  # an index of an older format is rebuilt: the same documents and statistics
+        conn.execute("UPDATE zkr_search_meta SET value = '4' WHERE key = 'version'")
+    conn.close()
+    assert second in search("迁移")
+    assert _index_state(path) == after_delete

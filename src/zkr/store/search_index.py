@@ -8,13 +8,13 @@ Layout (all created together, in one transaction):
 
 * ``zkr_fts``: FTS5, one row (document) per source that is not deleted and per claim (any
   status: ``as_of`` searches see superseded claims), ``body`` = the document's index terms
-  (:func:`zkr.store.terms.document_terms`) each prefixed with the scope's tag, so a term's
-  postings, document frequency and bm25 statistics belong to one scope; ``kind``, ``target``,
-  ``scope`` UNINDEXED. Rowids follow write order: sources in ``[1, 2^40)``, claims in
-  ``[2^40, 2^41)``, so "the sources written just before and after this one" is a rowid range.
-  The lexical lane reads a known document's columns straight from FTS5's content table
-  ``zkr_fts_content`` (``id`` = rowid, ``c0``..``c3`` = body, kind, target, scope), a plain
-  rowid table, rather than through the FTS5 cursor.
+  (:func:`zkr.store.terms.index_terms`: at most ``MAX_DOCUMENT_TERMS`` of them) each prefixed
+  with the scope's tag, so a term's postings, document frequency and bm25 statistics belong to
+  one scope; ``kind``, ``target``, ``scope`` UNINDEXED. Rowids follow write order: sources in
+  ``[1, 2^40)``, claims in ``[2^40, 2^41)``, so "the sources written just before and after this
+  one" is a rowid range. The lexical lane reads a known document's columns straight from FTS5's
+  content table ``zkr_fts_content`` (``id`` = rowid, ``c0``..``c3`` = body, kind, target,
+  scope), a plain rowid table, rather than through the FTS5 cursor.
 * ``zkr_search_map``: (kind, target) → rowid, for re-indexing and removal.
 * ``zkr_search_terms``: tagged term → number of the scope's documents holding it;
   ``zkr_search_scopes``: scope tag → documents and total terms (for IDF and average length).
@@ -51,10 +51,11 @@ from collections.abc import Iterable
 
 from zkr.store.driver import Connection, change_mark, rollback
 from zkr.store.eligibility import LIVE_SOURCE, live_evidence, live_source, supporting
-from zkr.store.terms import document_terms
+from zkr.store.terms import index_terms
 
-INDEX_VERSION = "4"  # 2: label terms (zkr.store.terms, item 4); 3: a correction's chain text;
-# 4: the chain cut at CHAIN_DEPTH (an index of 3 may hold deeper words that a delete would miss)
+INDEX_VERSION = "5"  # 2: label terms (zkr.store.terms, item 4); 3: a correction's chain text;
+# 4: the chain cut at CHAIN_DEPTH (an index of 3 may hold deeper words that a delete would miss);
+# 5: at most MAX_DOCUMENT_TERMS terms per document (zkr.store.terms.index_terms, item 5)
 CLAIM_BASE = 1 << 40
 DRAIN_BATCH = 2000
 LOG_KEEP = 20_000
@@ -552,7 +553,7 @@ def _insert(
     fts_rows: list[tuple[int, str, str, str, str]] = []
     map_rows: list[tuple[str, str, int]] = []
     for (kind, target), (tenant, person, text) in docs:
-        terms = document_terms(text)
+        terms = index_terms(text)
         if not terms:
             continue  # nothing searchable (punctuation, stop words only)
         tag = scope_tag(tenant, person)

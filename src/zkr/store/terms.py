@@ -28,6 +28,19 @@ Stored text is never changed; only the index and the query see these forms.
    time, marked with :data:`LABEL_MARK` (``\ue000carolin``): a field that says who or what the
    text is by. The lexical lane ranks a document whose label a query word names higher
    (:data:`zkr.store.lexical.LABEL_BOOST`); a query never *matches* on a marked term.
+5. **Bounded documents** (:func:`index_terms`): one document gives the index at most
+   :data:`MAX_DOCUMENT_TERMS` terms (plus its label's), so a 1 MiB text costs the next search
+   what a long article does, not half a million index rows. A text within the bound is
+   indexed term for term. A longer one keeps each distinct term of its *term sequence* (the
+   bigrams of its unspaced runs, the stems of its other words, in order), and the single
+   characters of its longer unspaced runs (which only a one-character query uses) when they
+   fit too, each repeated as often as it occurs up to the largest common cap *k* that fits
+   the bound (bm25's term frequency saturates anyway; *k* ≥ 1, so every word and bigram of it
+   stays findable). Only when the sequence has more distinct terms than the bound (random
+   ideographs, a dump of ids) is it sampled at every *s*-th position, *s* the smallest stride
+   at which the sampled positions fit: any query phrase of at least *s* consecutive terms of
+   the text (*s* + 1 characters of an unspaced run) still holds a sampled term and finds it.
+   Within the CLI's 1 MiB request (at most ~350k positions) *s* ≤ 11.
 
 Why English stemming for all Latin text: the stores this serves are written and queried by
 agents that mostly speak English; Snowball English only strips English endings, which on other
@@ -39,9 +52,15 @@ split one person's memory into incomparable term spaces.
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
+import operator
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 # English function words and question words: they carry little meaning in a memory query
@@ -61,6 +80,8 @@ STOP_WORDS = frozenset(
 )
 
 MAX_QUERY_TERMS = 32
+MAX_DOCUMENT_TERMS = 32_768
+"""At most this many index terms per document (:func:`index_terms`, module docstring item 5)."""
 
 LABEL_MARK = "\ue000"
 """Prefix of a label term: a private-use character, which no folded word contains (words are
@@ -108,7 +129,7 @@ def words(folded: str) -> list[tuple[str, bool]]:
     if folded.isascii():
         return [(word, False) for word in _ASCII_WORD.findall(folded)]
     runs, _ = _unicode_patterns()
-    return [(m.group(), m.group("u") is not None) for m in runs.finditer(folded)]
+    return [(u, True) if u else (w, False) for u, w in runs.findall(folded)]
 
 
 def _language(word: str) -> str | None:
@@ -139,19 +160,112 @@ def _bigrams(run: str) -> list[str]:
 def document_terms(text: str) -> list[str]:
     """Every index term of a stored text, in order, repeats kept (term frequency counts),
     followed by the marked terms of its label (:func:`label_terms`), if it has one."""
-    out: list[str] = []
     folded = fold(text)
-    for word, unspaced in words(folded):
+    return _all_terms(folded, words(folded))
+
+
+def _all_terms(folded: str, found: list[tuple[str, bool]]) -> list[str]:
+    out: list[str] = []
+    stems: dict[str, str] = {}
+    for word, unspaced in found:
         if unspaced:
             out.extend(word)
             if len(word) > 1:
                 out.extend(_bigrams(word))
         elif word not in STOP_WORDS:
-            out.append(stem(word))
-    label = _LABEL.match(folded)
-    if label is not None and out:
-        out.extend(LABEL_MARK + term for term in _terms(label.group(1)))
-    return out
+            term = stems.get(word)
+            if term is None:
+                term = stems[word] = stem(word)
+            out.append(term)
+    return out + _label(folded, bool(out))
+
+
+def _label(folded: str, searchable: bool) -> list[str]:
+    colon = folded.find(":")  # a label ends at the text's first colon (its words hold none)
+    label = _LABEL.match(folded, 0, colon + 2) if colon >= 0 else None
+    if label is None or not searchable:
+        return []
+    return [LABEL_MARK + term for term in _terms(label.group(1))]
+
+
+def index_terms(text: str, limit: int = MAX_DOCUMENT_TERMS) -> list[str]:
+    """The terms one document contributes to the search index: :func:`document_terms`, or for
+    a text of more than ``limit`` of them a multiset of at most ``limit`` terms, plus its
+    label's marked terms (module docstring, item 5; the order carries nothing: matching and
+    bm25 are term by term)."""
+    folded = fold(text)
+    found = words(folded)
+    # an upper bound of the term count, without building the terms
+    if sum(2 * len(word) - 1 if unspaced else 1 for word, unspaced in found) <= limit:
+        return _all_terms(folded, found)
+    stems: dict[str, str] = {}
+    counts: Counter[str] = Counter()
+    sequence = _sequence(found, stems)
+    read = _CHUNK
+    while read == _CHUNK and len(counts) <= limit:  # in chunks: stop once it holds too many
+        before = counts.total()
+        counts.update(itertools.islice(sequence, _CHUNK))
+        read = counts.total() - before
+    if len(counts) > limit:  # too many distinct terms: every stride-th term of the sequence
+        positions = sum(max(len(w) - 1, 1) if u else w not in STOP_WORDS for w, u in found)
+        counts = Counter(_sequence(found, stems, -(-positions // limit)))
+    elif len(counts) < limit:  # room left: the single characters of the longer unspaced runs
+        singles = Counter(chain.from_iterable(w for w, u in found if u and len(w) > 1))
+        if len(counts) + len(singles) <= limit:
+            counts.update(singles)
+    return _capped(counts, limit) + _label(folded, bool(counts))
+
+
+_CHUNK = 1 << 16
+
+
+def _sequence(
+    found: list[tuple[str, bool]], stems: dict[str, str], stride: int = 1
+) -> Iterator[str]:
+    """The document's term sequence, in order: the bigrams of its unspaced runs, the character
+    of a one-character run, the stems of its other words (stop words left out); only the terms
+    at positions that are multiples of ``stride``. ``stems`` caches the stems."""
+
+    def parts() -> Iterator[Iterable[str]]:
+        at = 0  # the position of the part's first term
+        for word, unspaced in found:
+            skip = -at % stride  # of the part's terms, before its first one taken
+            if unspaced and len(word) > 1:
+                at += len(word) - 1
+                yield map(operator.add, word[skip::stride], word[skip + 1 :: stride])
+                continue
+            if not unspaced:
+                if word in STOP_WORDS:
+                    continue
+                term = stems.get(word)
+                if term is None:
+                    term = stems[word] = stem(word)
+                word = term
+            at += 1
+            if not skip:
+                yield (word,)
+
+    return chain.from_iterable(parts())
+
+
+def _capped(counts: Counter[str], room: int) -> list[str]:
+    """Every term of ``counts`` (at most ``room`` of them) repeated min(count, k) times, for the
+    largest k that keeps the total within ``room`` (k >= 1)."""
+    ordered = sorted(counts.values())
+    below = list(itertools.accumulate(ordered, initial=0))  # below[i]: sum of the i smallest
+
+    def total(k: int) -> int:  # sum(min(c, k))
+        i = bisect.bisect_left(ordered, k)
+        return below[i] + k * (len(ordered) - i)
+
+    low, high = 1, ordered[-1] if ordered else 1
+    while low < high:  # the largest k with total(k) <= room
+        k = (low + high + 1) // 2
+        if total(k) <= room:
+            low = k
+        else:
+            high = k - 1
+    return [term for term, c in counts.items() for _ in range(min(c, low))]
 
 
 def label_terms(terms: list[str]) -> list[str]:

@@ -51,11 +51,12 @@ if TYPE_CHECKING:
     Translate = Callable[[str], str]
     """A store statement's PostgreSQL form (:func:`zkr.store.pg.adapter.translate`)."""
 
-LAYOUT = "6"
+LAYOUT = "7"
 """The version of this layout, in ``zkr_pg_meta``; a newer one is refused, an older one is
 brought up to this one (every statement is idempotent; 2 added the lane mark, 3 the vector
 copies, 4 the id indexes of :data:`ID_INDEX_DDL`, 5 the search index's correction chain
-text, :mod:`zkr.store.pg.search`, 6 that text cut at ``search_index.CHAIN_DEPTH``)."""
+text, :mod:`zkr.store.pg.search`, 6 that text cut at ``search_index.CHAIN_DEPTH``, 7 at most
+``terms.MAX_DOCUMENT_TERMS`` index terms per document)."""
 
 T = 'TEXT COLLATE "C" NOT NULL'
 TN = 'TEXT COLLATE "C"'

@@ -5,7 +5,7 @@ The lexical lane (:mod:`zkr.store.lexical`) is shared by both backends; this mod
 PostgreSQL index (:class:`PgIndex`) and the index's upkeep (:func:`ensure_current`).
 
 **Documents.** One row of ``zkr_fts`` per live source and per claim, ``body`` = the document's
-index terms (:func:`zkr.store.terms.document_terms`) prefixed with the scope tag, exactly the
+index terms (:func:`zkr.store.terms.index_terms`) prefixed with the scope tag, exactly the
 SQLite index's body; ``terms`` = those terms as a ``tsvector`` built with
 ``array_to_tsvector`` (no parser or dictionary of PostgreSQL's touches zkr's folded, stemmed
 terms); a GIN index on it finds the documents holding any query term (``@@`` an OR
@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from zkr.store.eligibility import live_evidence, live_source, supporting
 from zkr.store.search_index import CHAIN_DEPTH, CLAIM_BASE, DRAIN_BATCH, scope_tag
-from zkr.store.terms import document_terms
+from zkr.store.terms import MAX_DOCUMENT_TERMS, index_terms
 
 if TYPE_CHECKING:
     from zkr.store.pg.adapter import PgConnection
@@ -114,6 +114,11 @@ END $$""",
     # others)
     "INSERT INTO zkr_search_queue (tenant_id, person_id, kind, target)"
     " SELECT tenant_id, person_id, 'claim', claim_id FROM corrections",
+    # (layout 7, MAX_DOCUMENT_TERMS: a document indexed before with more terms is re-indexed;
+    # a tagged term and its separator take at least 12 characters of the body)
+    "INSERT INTO zkr_search_queue (tenant_id, person_id, kind, target)"
+    " SELECT tenant_id, person_id, kind, target FROM zkr_fts"
+    f" WHERE length(body) > {12 * MAX_DOCUMENT_TERMS} ORDER BY tenant_id, person_id, doc",
 )
 
 # The chain text of a correction (the rule and its reasons: zkr.store.search_index._CHAIN_TEXT),
@@ -360,7 +365,7 @@ def _insert(
     tag = scope_tag(*scope)
     rows: list[dict[str, Any]] = []
     for (kind, target), text in docs:
-        terms = document_terms(text)
+        terms = index_terms(text)
         if not terms:
             continue  # nothing searchable (punctuation, stop words only)
         tagged = [tag + term for term in terms]
