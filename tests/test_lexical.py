@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings, strategies as st
+from hypothesis import HealthCheck, event, example, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
 from zkr import MemoryDb, ZkrError
@@ -30,6 +30,7 @@ from zkr.model import (
     Tier,
 )
 from zkr.store import lexical
+from zkr.store.search_index import CHAIN_DEPTH
 from zkr.store.terms import document_terms, query_terms
 
 
@@ -262,6 +263,11 @@ def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) ->
             " WHERE tenant_id = ? AND person_id = ?",
             (t, p),
         ).fetchall()
+        corrections = conn.execute(
+            "SELECT superseded_claim_id, claim_id FROM corrections"
+            " WHERE tenant_id = ? AND person_id = ?",
+            (t, p),
+        ).fetchall()
         claims = {
             row[0]: row[1:]
             for row in conn.execute(
@@ -300,6 +306,31 @@ def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) ->
         sid: set(document_terms(content)) for sid, content, _, _, deleted in sources if not deleted
     }
     claim_terms = {cid: set(document_terms(text)) for cid, text in claim_texts}
+    # a correcting claim also holds the words of the claims it supersedes (at most CHAIN_DEPTH
+    # corrections back) and of their live supporting turns, while such a turn stands
+    # (zkr.store.search_index._CHAIN_TEXT)
+    texts = dict(claim_texts)
+    content = {sid: text for sid, text, _, _, deleted in sources if deleted is None}
+    live_evidence = {e[0]: e[1] for e in evidence if e[3] is None and e[1] in content}
+    turns = {
+        cid: {
+            content[live_evidence[eid]]
+            for c, eid, rel in links
+            if c == cid and eid in live_evidence and rel == '"supports"'
+        }
+        for cid in texts
+    }
+    own = dict(claim_terms)
+    for head in claim_terms:
+        front, seen = {head}, set()
+        for _ in range(CHAIN_DEPTH):
+            front = {old for old, new in corrections if new in front} - seen
+            seen |= front
+        for old in seen:
+            if turns.get(old):
+                claim_terms[head] |= own[old]
+                for text in turns[old]:
+                    claim_terms[head] |= set(document_terms(text))
     wanted = _match_terms([*source_terms.values(), *claim_terms.values()], query)
 
     def citable(cid: str) -> bool:
@@ -371,6 +402,12 @@ def _slow_eligible(path: str, t: str, p: str, query: str, as_of: AsOf | None) ->
         max_size=4,
     ),
     small_windows=st.booleans(),
+)
+@example(  # a correction found by the corrected value's words (search_index._CHAIN_TEXT)
+    memories=[(0, "apple", 1, 0, 0)],
+    operations=[("delete", 0, 0, 1, "apple"), ("correct", 0, 0, 2, "berry")],
+    queries=[("apple", 0, None)],
+    small_windows=False,
 )
 def test_eligible_set_matches_slow_implementation(
     memories: list[tuple[int, str, int, int, int | None]],
