@@ -103,8 +103,17 @@ def _merged(old: _Postings | None, drop: _Ints, new: _Postings | None) -> _Posti
     """``old`` without the rowids ``drop``, plus ``new``, by rowid (``None``: empty)."""
     parts = []
     if old is not None:
-        keep = ~np.isin(old.ids, drop) if len(drop) else slice(None)
-        parts.append(_Postings(old.ids[keep], old.tf[keep], old.dl[keep]))
+        if len(drop):
+            # (both ascending: each dropped rowid's place, where it is there; np.isin costs
+            # ~100 us a call, once per term of a deleted document)
+            at = _present(old, drop)
+            if len(at) == len(old.ids) and new is None:
+                return None
+            if len(at):
+                old = _Postings(
+                    np.delete(old.ids, at), np.delete(old.tf, at), np.delete(old.dl, at)
+                )
+        parts.append(old)
     if new is not None:
         parts.append(new)
     if len(parts) == 1:
@@ -117,6 +126,14 @@ def _merged(old: _Postings | None, drop: _Ints, new: _Postings | None) -> _Posti
             np.concatenate([p.dl for p in parts])[order],
         )
     return merged if len(merged.ids) else None
+
+
+def _present(old: _Postings, drop: _Ints) -> _Ints:
+    """Positions in ``old.ids`` of the rowids of ``drop`` that it holds."""
+    at = old.ids.searchsorted(drop)
+    inside = at < len(old.ids)
+    at, drop = at[inside], drop[inside]
+    return at[old.ids[at] == drop]
 
 
 _CONTENT_SQL = "SELECT id, c1, c2, c0 FROM zkr_fts_content WHERE c3 = ? ORDER BY id"
