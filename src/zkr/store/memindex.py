@@ -130,10 +130,11 @@ def _merged(old: _Postings | None, drop: _Ints, new: _Postings | None) -> _Posti
 
 def _present(old: _Postings, drop: _Ints) -> _Ints:
     """Positions in ``old.ids`` of the rowids of ``drop`` that it holds."""
-    at = old.ids.searchsorted(drop)
+    at: _Ints = old.ids.searchsorted(drop)
     inside = at < len(old.ids)
     at, drop = at[inside], drop[inside]
-    return at[old.ids[at] == drop]
+    found: _Ints = at[old.ids[at] == drop]
+    return found
 
 
 _CONTENT_SQL = "SELECT id, c1, c2, c0 FROM zkr_fts_content WHERE c3 = ? ORDER BY id"
