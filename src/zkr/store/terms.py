@@ -42,7 +42,8 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from typing import Any
+
+from zkr.typelite import Any
 
 # English function words and question words: they carry little meaning in a memory query
 # ("when did we ..."), and matching them makes nearly every source a candidate.
