@@ -12,18 +12,21 @@ the CLI's ``search`` and ``remember`` paths therefore take these names from here
   ``cast``, ``overload`` below are re-exported from :mod:`typing` under ``TYPE_CHECKING``;
 - at run time ``Any`` and ``Protocol`` are ``object`` (an ``Any`` annotation evaluated at run
   time is ``object``: :func:`zkr.model.validate` checks nothing for it), ``cast`` returns its
-  value, ``overload`` returns its function, and ``NamedTuple`` is :class:`_NamedTuple`.
+  value, ``overload`` returns its function, and ``NamedTuple`` builds classes as below.
+
+ruff knows these names as typing's (``typing-modules`` in ``pyproject.toml``).
 
 A ``NamedTuple`` class built here behaves as ``typing.NamedTuple``'s (fields from the class
 annotations, trailing defaults, ``_make``, ``_replace``, ``_asdict``, ``_fields``,
 ``_field_defaults``, ``__match_args__``, the same ``repr``, pickling), with one more base class
-(:class:`_NamedTuple`, no slots, no fields) in its MRO. Its ``__annotations__`` are kept as
-written (strings under ``from __future__ import annotations``; nothing evaluates them: a
-``typing.NamedTuple`` compiles each string annotation, and the first ``compile()`` of a process
-costs about 2 ms). Its ``__new__`` is one of the hand-written constructors below with its
-arguments renamed to the fields (``code.replace``), so nothing is compiled either:
-``collections.namedtuple`` compiles (``eval``) a constructor per class; it is used only for a
-class of more than :data:`_MAX_TEMPLATE` fields.
+in its MRO (:class:`_NamedTupleBase`: those methods, empty ``__slots__``); its metaclass is
+``type``, so a subclass of it is an ordinary class, as with ``typing.NamedTuple``. Its
+``__annotations__`` are kept as written (strings under ``from __future__ import annotations``;
+nothing evaluates them: a ``typing.NamedTuple`` compiles each string annotation, and the first
+``compile()`` of a process costs about 2 ms). Its ``__new__`` is one of the hand-written
+constructors below with its arguments renamed to the fields (``code.replace``), so nothing is
+compiled either: ``collections.namedtuple`` compiles (``eval``) a constructor per class; it is
+used only for a class of more than :data:`_MAX_TEMPLATE` fields.
 """
 
 from __future__ import annotations
