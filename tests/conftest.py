@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from hypothesis import settings
 
 from tests.hostile import dump  # noqa: F401  (re-exported: the one home is tests/hostile.py)
 from zkr import MemoryDb
@@ -20,8 +19,14 @@ from zkr.model import ClaimInput, ClaimKind, RememberRequest, SourceKind
 
 # No hypothesis deadline anywhere: examples run on real files on a shared 2-core machine, where
 # one slow example is load, not a failure (speed is measured by benchmarks, never by tests).
-settings.register_profile("zkr", deadline=None)
-settings.load_profile("zkr")
+# (The plugin hosts' venvs run these tests without hypothesis.)
+try:
+    from hypothesis import settings
+except ImportError:
+    pass
+else:
+    settings.register_profile("zkr", deadline=None)
+    settings.load_profile("zkr")
 
 if TYPE_CHECKING:
     from tests.pg_server import PgServer

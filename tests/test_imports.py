@@ -218,3 +218,56 @@ def test_a_one_shot_cli_call_loads_only_what_its_command_needs(
     # collections.namedtuple compiles its constructor (``lambda _cls, …``); nothing else may be
     compiled = [s for s in report["compiled"] if not s.startswith("lambda _cls")]  # type: ignore[attr-defined]
     assert not compiled, f"zkr --db PATH {command} compiled {compiled}"
+
+
+def test_a_one_shot_search_or_remember_never_imports_typing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Importing :mod:`typing` and building ``typing.NamedTuple`` classes cost a one-shot call
+    about 28M instructions (issue 14): the modules of ``search`` (lexical and hybrid, on a lane
+    whose side files are written) and ``remember`` take typing's run-time names from
+    :mod:`zkr.typelite` instead, and no standard module on that path imports it either."""
+    import random
+
+    from tests.test_embeddings import M, V, embed
+    from zkr import MemoryDb
+    from zkr.model import RememberRequest, SourceKind
+    from zkr.store import priming, vectorfile
+
+    # closing the handle writes the side files, for any lane size (as tests/test_dense_lanescan)
+    monkeypatch.setattr(priming, "PRIME_AFTER", 4)
+    monkeypatch.setattr(vectorfile, "MIN_ROWS", 1)
+    monkeypatch.setattr(vectorfile, "SAVE_AFTER", 1)
+    monkeypatch.delenv("ZKR_VECTOR_CACHE", raising=False)
+    rng = random.Random(3)
+
+    def unit() -> list[float]:
+        v = [rng.gauss(0, 1) for _ in range(8)]
+        norm = sum(x * x for x in v) ** 0.5
+        return [x / norm for x in v]
+
+    path = str(tmp_path / "m.db")
+    with MemoryDb.open(path) as db:
+        for i in range(6):
+            text = f"tea with Ana in Lisbon, day {i}"
+            stored = db.remember(RememberRequest("t", "p", SourceKind.CONVERSATION, text, i, i))
+            embed(db, "source", stored.source_id, unit(), t="t", p="p")
+    assert list((tmp_path / "m.db.zkr-vectors").glob("*.rows"))
+    scope = {"tenant_id": "t", "person_id": "p"}
+    hybrid = {"query_embedding": {"vector": unit(), "model": M, "version": V}}
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("search", {**scope, "query": "tea in Lisbon"}),
+        ("search", {**scope, "query": "tea in Lisbon", "limit": 3, **hybrid}),
+        (
+            "remember",
+            {**scope, "kind": "conversation", "text": "coffee", "captured_at": 9, "recorded_at": 9},
+        ),
+    ]
+    for command, request in calls:
+        report = _cli_call(path, command, request)
+        modules = set(report["modules"])  # type: ignore[call-overload]
+        assert "zkr.store.db" in modules  # the call did reach the store
+        if "query_embedding" in request:
+            assert "zkr.store.lanescan" in modules and "numpy" not in modules  # the lane's path
+        loaded = sorted(modules & {"typing", "typing_extensions"})
+        assert not loaded, f"zkr --db PATH {command} {sorted(request)} imported {loaded}"

@@ -5,8 +5,6 @@
 before the storage modules are imported.
 """
 
-from typing import TYPE_CHECKING, Any
-
 from zkr.errors import (
     InvalidInput,
     MissingDependency,
@@ -16,6 +14,7 @@ from zkr.errors import (
     StorageError,
     ZkrError,
 )
+from zkr.typelite import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from zkr.memory import MemoryDb as MemoryDb

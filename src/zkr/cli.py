@@ -6,10 +6,11 @@ decodes and validates it, then opens (creating and migrating) PATH, runs the com
 Any failure prints ``{"error": MESSAGE}`` on stderr and exits 1.
 """
 
+from __future__ import annotations
+
 import io
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO, NamedTuple
 
 from zkr import model
 from zkr.codec import cli_dumps, parse_json
@@ -17,6 +18,10 @@ from zkr.dbpath import refuse_throwaway, rust_debug
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 from zkr.output import respond
+from zkr.typelite import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 REQUEST_LIMIT = 1_048_576
 USAGE = "usage: zkr --db PATH COMMAND (use --help)"

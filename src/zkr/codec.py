@@ -19,9 +19,9 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from enum import Enum
-from typing import Any, TypeVar
 
 from zkr.errors import RequestError
+from zkr.typelite import TYPE_CHECKING, Any
 
 I64_MIN = -(2**63)
 I64_MAX = 2**63 - 1
@@ -29,7 +29,10 @@ U16_MAX = 2**16 - 1
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
 
-E = TypeVar("E", bound=Enum)
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+    E = TypeVar("E", bound=Enum)
 
 
 # --------------------------------------------------------------------------- decoding

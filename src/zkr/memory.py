@@ -22,14 +22,16 @@ from _thread import allocate_lock
 from collections.abc import Callable, Iterable
 from contextlib import suppress
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 from zkr import model
 from zkr.errors import MissingDependency, RequestError, StorageError, ZkrError
 from zkr.store import db
 from zkr.store.driver import unexpected_content
+from zkr.typelite import TYPE_CHECKING, Any, cast, overload
 
 if TYPE_CHECKING:
+    from typing import Literal
+
     from zkr.scoped import ScopedMemory
 
 

@@ -10,9 +10,9 @@ the write stands and retries with an ``ingestion_key`` to stay idempotent.
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from zkr.codec import cli_dumps
+from zkr.typelite import Any
 
 
 def respond(stdout: Any, stderr: Any, text: str) -> int:

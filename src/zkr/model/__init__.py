@@ -31,7 +31,8 @@ points (0..10000); relevance in basis points (0..10000).
 """
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+
+from zkr.typelite import TYPE_CHECKING, Any
 
 # name -> submodule that defines it
 _HOME: dict[str, str] = {

@@ -4,9 +4,9 @@ Kept apart from :mod:`zkr.model.kinds` so a ``search`` builds only the one enum 
 """
 
 from enum import StrEnum
-from typing import Any, NamedTuple
 
 from zkr.codec import Fields
+from zkr.typelite import Any, NamedTuple
 
 
 class TargetKind(StrEnum):

@@ -5,10 +5,8 @@ enum members, no lone surrogates), so a library caller gets the CLI's error befo
 """
 
 import types
-import typing
 from collections.abc import Callable, Sequence
 from enum import StrEnum
-from typing import Any
 
 from zkr.codec import (
     I64_MAX,
@@ -22,6 +20,7 @@ from zkr.codec import (
     has_lone_surrogate,
 )
 from zkr.errors import RequestError
+from zkr.typelite import Any
 
 # Integer fields that are not signed 64-bit (spec/cli.md §5).
 _INT_RANGES: dict[str, tuple[int, int, str]] = {
@@ -57,8 +56,7 @@ def validate(value: Any) -> None:
             # error is blamed on the file ("database content is not what zkr expects")
             raise RequestError(f"invalid type: {cls.__name__}, expected a zkr.model request")
         checkers = _CHECKERS[cls] = tuple(
-            (name, _checker(annotation, name))
-            for name, annotation in typing.get_type_hints(cls).items()
+            (name, _checker(annotation, name)) for name, annotation in _annotations(cls).items()
         )
     for name, check in checkers:
         try:
@@ -67,6 +65,21 @@ def validate(value: Any) -> None:
             if exc.message.startswith("field `"):
                 raise
             raise RequestError(f"field `{name}`: {exc.message}") from None
+
+
+def _annotations(cls: type) -> dict[str, Any]:
+    """The field annotations of a request class, base classes first (``typing.get_type_hints``
+    without :mod:`typing`: :mod:`zkr.model` evaluates its annotations, there is no string to
+    resolve, and the CLI does not import :mod:`typing`, see :mod:`zkr.typelite`)."""
+    hints: dict[str, Any] = {}
+    for base in reversed(cls.__mro__):
+        hints.update(vars(base).get("__annotations__", {}))
+    hints = {name: hints[name] for name in cls._fields if name in hints}  # type: ignore[attr-defined]
+    if any(isinstance(annotation, str) for annotation in hints.values()):
+        import typing  # a string annotation (a request class defined outside zkr.model)
+
+        return typing.get_type_hints(cls)
+    return hints
 
 
 def _no_check(item: Any) -> None:
@@ -93,9 +106,9 @@ def _checker(annotation: Any, name: str) -> Checker:
     """The check for one annotated field (``name`` selects the integer width)."""
     if annotation is Any:
         return _no_check
-    origin = typing.get_origin(annotation)
-    if origin in (types.UnionType, typing.Union):
-        inner = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    origin = getattr(annotation, "__origin__", None)  # list[int] -> list (a types.GenericAlias)
+    if isinstance(annotation, types.UnionType):  # X | None
+        inner = [arg for arg in annotation.__args__ if arg is not type(None)]
         check_inner = _checker(inner[0], name)
 
         def check_optional(item: Any) -> None:
@@ -117,7 +130,7 @@ def _checker(annotation: Any, name: str) -> Checker:
     if annotation is float:
         return _check_float
     if origin in (list, Sequence):
-        (element,) = typing.get_args(annotation)
+        (element,) = annotation.__args__
         check_element = _checker(element, name)
 
         def check_sequence(item: Any) -> None:

@@ -1,10 +1,9 @@
 """Requests and results of ``projections`` and ``embed`` (spec/retrieval.md §9-11)."""
 
-from typing import Any, NamedTuple
-
 from zkr.codec import Fields
 from zkr.model.base import Target, scope_fields
 from zkr.model.kinds import Distance, Normalization
+from zkr.typelite import Any, NamedTuple
 
 
 class ProjectionsRequest(NamedTuple):

@@ -3,12 +3,11 @@
 docs/inspect.md).
 """
 
-from typing import Any, NamedTuple
-
 from zkr.codec import Fields
 from zkr.model.base import Target, scope_fields
 from zkr.model.kinds import ProcessingState
 from zkr.model.retrieval import AsOf
+from zkr.typelite import Any, NamedTuple
 
 
 class TraceRequest(NamedTuple):

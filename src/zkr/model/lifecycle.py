@@ -4,11 +4,10 @@ and the limit-only request of ``repair``, ``profiles`` and ``reviews``.
 spec/lifecycle.md §3.3-3.7, §3.9, §3.11, §3.12.
 """
 
-from typing import Any, NamedTuple
-
 from zkr.codec import Fields
 from zkr.model.base import scope_fields
 from zkr.model.kinds import Relation
+from zkr.typelite import Any, NamedTuple
 
 
 class CorrectRequest(NamedTuple):

@@ -3,11 +3,10 @@
 spec/lifecycle.md §3.8-3.11.
 """
 
-from typing import Any, NamedTuple
-
 from zkr.codec import Fields
 from zkr.model.base import scope_fields
 from zkr.model.kinds import Stability
+from zkr.typelite import Any, NamedTuple
 
 PROFILE_FIELDS = ("tenant_id", "person_id", "stability", "claim_id", "recorded_at")
 

@@ -1,10 +1,9 @@
 """Requests and results of ``remember`` and ``locator`` (spec/lifecycle.md §3.1-3.2)."""
 
-from typing import Any, NamedTuple
-
 from zkr.codec import Fields
 from zkr.model.base import scope_fields
 from zkr.model.kinds import ClaimKind, ProcessingState, SourceKind, Tier
+from zkr.typelite import Any, NamedTuple
 
 
 class ClaimInput(NamedTuple):

@@ -1,9 +1,8 @@
 """Requests and results of ``search`` and ``get`` (spec/retrieval.md §2-8)."""
 
-from typing import TYPE_CHECKING, Any, NamedTuple
-
 from zkr.codec import Fields
 from zkr.model.base import Target, scope_fields
+from zkr.typelite import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the profiles family is loaded only when a context block is built
     from zkr.model.profiles import DailyReview, ProfileEntry

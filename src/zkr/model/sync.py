@@ -1,10 +1,10 @@
 """Requests and results of ``export`` and ``apply`` (spec/sync.md §3-4)."""
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
 
 from zkr.codec import Fields
 from zkr.model.base import scope_fields
+from zkr.typelite import Any, NamedTuple
 
 
 class ExportRequest(NamedTuple):

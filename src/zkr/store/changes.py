@@ -41,9 +41,9 @@ import json
 import os
 import sqlite3
 from collections.abc import Callable
-from typing import NamedTuple
 
 from zkr.store.driver import is_postgres, rollback
+from zkr.typelite import NamedTuple
 
 KEEP = 50_000
 """Log rows kept; a reader whose state is older than that rebuilds its lane."""

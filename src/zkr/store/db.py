@@ -22,10 +22,10 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import cast
 
 from zkr.errors import StorageError, ZkrError
 from zkr.store.driver import DRIVER_ERRORS, Connection, is_postgres, rollback, storage_error
+from zkr.typelite import cast
 
 __all__ = ["DRIVER_ERRORS", "connect", "read_tx", "rollback", "storage_error", "write_tx"]
 

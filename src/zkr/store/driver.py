@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import AbstractContextManager, nullcontext, suppress
-from typing import cast
 
 from zkr.errors import StorageError
+from zkr.typelite import cast
 
 DRIVER_ERRORS: tuple[type[Exception], ...] = (sqlite3.Error, UnicodeDecodeError)
 """What the driver raises: its own errors, and a failure to decode SQLite's error message."""

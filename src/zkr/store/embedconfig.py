@@ -16,11 +16,11 @@ searches lexically. A database without the row never loads or imports anything.
 import os
 import sqlite3
 import sys
-from typing import NamedTuple
 
 from zkr.errors import InvalidInput
 from zkr.model import QueryEmbedding
 from zkr.store.driver import Connection, change_mark
+from zkr.typelite import NamedTuple
 
 
 class EmbedderConfig(NamedTuple):

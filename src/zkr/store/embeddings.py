@@ -25,7 +25,6 @@ stored vectors they need (the lane needs one current row, found through the
 
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
 
 from zkr.codec import canonical, sha256_tagged
 from zkr.errors import InvalidInput, NotFound, StorageError
@@ -53,6 +52,7 @@ from zkr.store.vectors import (
     vector_bytes,
 )
 from zkr.text import bounded_limit, require_scope, require_text
+from zkr.typelite import NamedTuple
 
 PAGE_LIMIT_BYTES = 1_000_000
 """Projections page cap: the compact JSON array, brackets and commas included (§10.3)."""

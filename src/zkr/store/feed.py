@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from typing import TYPE_CHECKING, Any
 
 from zkr import model
 from zkr.codec import canonical
@@ -36,6 +35,7 @@ from zkr.model import (
     Tier,
 )
 from zkr.store.driver import is_postgres
+from zkr.typelite import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the remember family is loaded only when a locator is read (``export``)
     from zkr.model import Locator

@@ -36,10 +36,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from zkr.model import Target
 from zkr.store.terms import LABEL_MARK, document_terms, label_terms, query_terms
+from zkr.typelite import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from zkr.store.dense import Candidate

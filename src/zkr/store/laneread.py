@@ -13,10 +13,10 @@ from __future__ import annotations
 import bisect
 import json
 import mmap
-from typing import Any
 
 from zkr.model import TARGET_RANK, Target
 from zkr.store.vectors import LaneConfig
+from zkr.typelite import Any
 
 _KIND_BY_RANK = {rank: kind for kind, rank in TARGET_RANK.items()}
 _ITEMSIZE = {"int64": 8, "uint8": 1, "int32": 4}

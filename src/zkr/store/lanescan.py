@@ -36,7 +36,6 @@ import sys
 from array import array
 from collections.abc import Callable, Iterable, Sequence
 from operator import itemgetter
-from typing import Any
 
 from zkr.errors import InvalidInput
 from zkr.model import Distance, QueryEmbedding, Target, TargetKind
@@ -54,6 +53,7 @@ from zkr.store.laneread import (
     read_vectors,
 )
 from zkr.store.vectors import validate_query
+from zkr.typelite import Any
 
 ZERO_MAGNITUDE = "cosine embeddings must have non-zero magnitude"
 NOT_FINITE = "embedding similarity is not finite"

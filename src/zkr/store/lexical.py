@@ -49,7 +49,6 @@ reads; the ranking is the same.
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
-from typing import Any, NamedTuple, Protocol
 
 from zkr.model import AsOf, Target, TargetKind
 from zkr.store import relevance
@@ -66,6 +65,7 @@ from zkr.store.eligibility import (
 )
 from zkr.store.search_index import CLAIM_BASE, scope_tag
 from zkr.store.terms import label_terms, query_terms
+from zkr.typelite import Any, NamedTuple, Protocol
 
 WINDOW_ROWS = 1000
 RARE_DOCS = 200

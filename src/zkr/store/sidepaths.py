@@ -14,12 +14,13 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, BinaryIO
 
 from zkr.codec import sha256_hex
+from zkr.typelite import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pathlib (and what it imports) stays off the numpy-free search's path
     from pathlib import Path
+    from typing import BinaryIO
 
 STATE_LAG = 1024
 """Log entries that may pile up past the lane state file's position before a process whose

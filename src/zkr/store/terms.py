@@ -61,7 +61,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from itertools import chain
-from typing import Any
+
+from zkr.typelite import Any
 
 # English function words and question words: they carry little meaning in a memory query
 # ("when did we ..."), and matching them makes nearly every source a candidate.

@@ -13,11 +13,11 @@ import sys
 from array import array
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from zkr.errors import InvalidInput
 from zkr.model import Distance, Normalization, QueryEmbedding
 from zkr.text import require_text
+from zkr.typelite import TYPE_CHECKING, Any, NamedTuple
 
 L2_TOLERANCE = 1e-4
 """Allowed |magnitude - 1| of an ``l2`` vector, magnitude computed in float64 (§11.2)."""
@@ -26,6 +26,8 @@ _NORMALIZATION_RANK = {Normalization.NONE: 0, Normalization.L2: 1}
 _DISTANCE_RANK = {Distance.COSINE: 0, Distance.DOT: 1, Distance.EUCLIDEAN: 2}
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     Vector: TypeAlias = array[float]  # array('f'): float32 components, read as Python floats
 else:
     Vector = array  # array is subscriptable only from Python 3.12

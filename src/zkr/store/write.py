@@ -10,7 +10,6 @@ returns the original ids and writes nothing.
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
 
 from zkr.errors import InvalidInput, NotFound, StorageError, ZkrError
 from zkr.model import (
@@ -31,6 +30,7 @@ from zkr.store.db import read_tx, write_tx
 from zkr.store.derived import add_fts
 from zkr.store.eligibility import live_evidence
 from zkr.text import new_id, require_scope, require_text
+from zkr.typelite import NamedTuple
 
 I64_MAX = 2**63 - 1
 FULL_CONFIDENCE = 10_000
