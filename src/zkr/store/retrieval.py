@@ -53,7 +53,8 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     require_scope(req.tenant_id, req.person_id)
     require_text(req.query, "query")
     limit = bounded_limit(req.limit)
-    if req.query_embedding is None and not is_postgres(conn):
+    # (skipped by a connection that never found the index current: a one-shot CLI call, PostgreSQL)
+    if req.query_embedding is None and getattr(conn, "search_ready", None) is not None:
         pack = _warm_lexical(conn, req, limit)
         if pack is not None:
             return pack
