@@ -75,6 +75,14 @@ def configured(conn: sqlite3.Connection) -> EmbedderConfig | None:
     return config
 
 
+def none_at(conn: sqlite3.Connection, mark: tuple[int, int]) -> bool:
+    """Whether :func:`configured` already found no recorded configuration at change mark
+    ``mark`` on this connection (then, read inside a transaction, there is none in its
+    snapshot: :func:`query_embedding` would answer ``None``)."""
+    kept: tuple[object, EmbedderConfig | None] | None = getattr(conn, "embedder_kept", None)
+    return kept is not None and kept[0] == mark and kept[1] is None
+
+
 def record(conn: sqlite3.Connection, config: EmbedderConfig) -> None:
     """Record ``config`` (inside the caller's write transaction)."""
     conn.execute(_CREATE_SQL)

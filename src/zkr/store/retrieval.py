@@ -53,6 +53,11 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
     require_scope(req.tenant_id, req.person_id)
     require_text(req.query, "query")
     limit = bounded_limit(req.limit)
+    # (skipped by a connection that never found the index current: a one-shot CLI call, PostgreSQL)
+    if req.query_embedding is None and getattr(conn, "search_ready", None) is not None:
+        pack = _warm_lexical(conn, req, limit)
+        if pack is not None:
+            return pack
     query_embedding = req.query_embedding
     if query_embedding is None and req.as_of is None:
         from zkr.store.embedconfig import query_embedding as local_query_embedding
@@ -115,6 +120,29 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
         known = _known(conn, req.tenant_id, req.person_id, req.as_of)
         items = materialize_all(conn, req.tenant_id, req.person_id, fused, req.as_of, known)
+    return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
+
+
+def _warm_lexical(conn: sqlite3.Connection, req: SearchRequest, limit: int) -> RetrievalPack | None:
+    """A lexical search as one read transaction (``BEGIN``, one ``PRAGMA``, ``COMMIT``) when
+    this connection already knows the answers of the checks :func:`search` makes before it,
+    at the change mark read inside that transaction: the search index is current
+    (:func:`zkr.store.search_index.current_at`) and, live, no local model is recorded
+    (:func:`zkr.store.embedconfig.none_at`). The same pack :func:`search` gives, or ``None``
+    (nothing was done) when they are not known: the caller takes the full path."""
+    from zkr.store.embedconfig import none_at
+    from zkr.store.lexical import lexical_search
+    from zkr.store.search_index import current_at
+
+    with read_tx(conn):
+        mark = change_mark(conn)  # (stands until the tx ends)
+        if not current_at(conn, mark) or (req.as_of is None and not none_at(conn, mark)):
+            return None
+        ranked = lexical_search(
+            conn, req.tenant_id, req.person_id, req.query, limit, req.as_of, mark
+        )
+        known = _known(conn, req.tenant_id, req.person_id, req.as_of, mark)
+        items = materialize_all(conn, req.tenant_id, req.person_id, ranked, req.as_of, known)
     return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
 
 

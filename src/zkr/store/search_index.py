@@ -268,6 +268,13 @@ def _cannot_write(exc: sqlite3.Error) -> bool:
     return int(code) & 0xFF in _CANNOT_WRITE
 
 
+def current_at(conn: sqlite3.Connection, mark: tuple[int, int]) -> bool:
+    """Whether :func:`ensure_current` already found the index current at change mark ``mark``
+    on this connection (read inside the caller's read transaction: then the index is current
+    in its snapshot, and :func:`ensure_current` would do nothing)."""
+    return mark == getattr(conn, "search_ready", None)
+
+
 def _remember(conn: sqlite3.Connection, mark: tuple[int, int] | None) -> None:
     """Record (or, with ``None``, forget) the change mark at which the index is current; a
     connection without room for it (not opened by zkr) checks every time."""
