@@ -424,3 +424,39 @@ def test_a_bad_thread_count_names_the_variable(
         f"ZKR_EMBED_THREADS must be a whole number from 0 (every core) to 1024, not {value!r}"
     )
     assert dump(db_path) == before
+
+
+def test_a_caller_vector_gets_one_answer_whatever_the_process_loaded(db_path: str) -> None:
+    """A caller's ``query_embedding`` in the local model's lane is answered the same by a
+    one-shot CLI call (which never loads the model) and by ``zkr serve`` right after its own
+    ``embed-pending`` and a plain search loaded it: the pack is a function of the request and
+    the file, not of what the process did before (it was calibrated in serve only)."""
+    from zkr.embedding.local import load
+
+    _fill(db_path)
+    with MemoryDb.open(db_path) as db:
+        summary = db.embed_pending(EmbedPendingRequest())
+    vector = [float(x) for x in load().embed(["dairy"], query=True)[0]]
+    scope = {"tenant_id": T, "person_id": P}
+    request = {
+        **scope,
+        "query": "dairy",
+        "query_embedding": {"vector": vector, "model": summary.model, "version": summary.version},
+    }
+    result = cli(db_path, "search", request)
+    assert result.code == 0, result.stderr
+    one_shot = json.loads(result.stdout)
+    lines = [
+        {"id": "plain", "command": "search", "request": {**scope, "query": "dairy"}},
+        {"id": "caller", "command": "search", "request": request},
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "zkr", "serve", "--db", db_path],
+        input="".join(json.dumps(line) + "\n" for line in lines).encode(),
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    answers = {a["id"]: a for a in map(json.loads, proc.stdout.decode().splitlines())}
+    assert answers["caller"]["ok"] == one_shot
+    assert one_shot["items"][0]["excerpt"] == LACTOSE

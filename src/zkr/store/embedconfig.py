@@ -143,7 +143,9 @@ def query_embedding(conn: sqlite3.Connection, query: str) -> QueryEmbedding | No
 
 def calibration(conn: sqlite3.Connection, query: QueryEmbedding) -> tuple[float, float] | None:
     """``(floor, full)`` cosine calibration when ``query`` is in the recorded local lane and
-    the model is loaded in this process; ``None`` for caller-supplied lanes."""
+    the model is loaded in this process; ``None`` for caller-supplied lanes. Asked only for a
+    query the search embedded itself (:func:`query_embedding`): a caller's ``query_embedding``
+    is never calibrated, even in the local lane (:func:`zkr.store.retrieval.search`)."""
     config = configured(conn)
     if config is None or (query.model, query.version) != (config.model, config.version):
         return None

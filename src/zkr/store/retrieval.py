@@ -97,7 +97,12 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         from zkr.store import embedconfig, fusion, lanescan
 
         lexical = [r.target for r in ranked]
-        calibration = embedconfig.calibration(conn, query_embedding)
+        # calibrated only for the query this request embedded with the local model: a caller's
+        # vector is a caller's vector, whether or not this process loaded the model before
+        # (the answer must not depend on what the process did earlier: CLI = serve)
+        calibration = (
+            embedconfig.calibration(conn, query_embedding) if req.query_embedding is None else None
+        )
         if calibration is None:  # a caller's model: its scores as they are
             # a one-shot process's warm lane without numpy (zkr.store.lanescan), else numpy
             found = lanescan.scored(

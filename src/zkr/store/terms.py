@@ -40,7 +40,8 @@ Stored text is never changed; only the index and the query see these forms.
    ideographs, a dump of ids) is it sampled at every *s*-th position, *s* the smallest stride
    at which the sampled positions fit: any query phrase of at least *s* consecutive terms of
    the text (*s* + 1 characters of an unspaced run) still holds a sampled term and finds it.
-   Within the CLI's 1 MiB request (at most ~350k positions) *s* ≤ 11.
+   Within the CLI's 1 MiB request *s* ≤ 11 for CJK text (~350k positions); at most 16 when
+   every other byte pair is a position (one ideograph, one Latin letter: ~520k positions).
 
 Why English stemming for all Latin text: the stores this serves are written and queried by
 agents that mostly speak English; Snowball English only strips English endings, which on other
