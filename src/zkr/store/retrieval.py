@@ -89,11 +89,7 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
         mark = None if is_postgres(conn) else change_mark(conn)  # (stands until the tx ends)
         ranked = lexical_search(conn, req.tenant_id, req.person_id, req.query, cut, req.as_of, mark)
         if query_embedding is None or req.as_of is not None:
-            known = _known(conn, req.tenant_id, req.person_id, req.as_of, mark)
-            items = materialize_all(
-                conn, req.tenant_id, req.person_id, ranked[:limit], req.as_of, known
-            )
-            return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
+            return _cited(conn, req, ranked[:limit], mark)
         from zkr.store import embedconfig, fusion, lanescan
 
         lexical = [r.target for r in ranked]
@@ -123,9 +119,7 @@ def search(conn: sqlite3.Connection, req: SearchRequest) -> RetrievalPack:
             )
             scored = fusion.dense_order(candidates, req.query, calibration[0])
         fused = fusion.fuse([(r.target, r.relevance) for r in ranked], scored, limit, calibration)
-        known = _known(conn, req.tenant_id, req.person_id, req.as_of)
-        items = materialize_all(conn, req.tenant_id, req.person_id, fused, req.as_of, known)
-    return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
+        return _cited(conn, req, fused, mark)
 
 
 def _warm_lexical(conn: sqlite3.Connection, req: SearchRequest, limit: int) -> RetrievalPack | None:
@@ -146,8 +140,21 @@ def _warm_lexical(conn: sqlite3.Connection, req: SearchRequest, limit: int) -> R
         ranked = lexical_search(
             conn, req.tenant_id, req.person_id, req.query, limit, req.as_of, mark
         )
-        known = _known(conn, req.tenant_id, req.person_id, req.as_of, mark)
-        items = materialize_all(conn, req.tenant_id, req.person_id, ranked, req.as_of, known)
+        return _cited(conn, req, ranked, mark)
+
+
+def _cited(
+    conn: sqlite3.Connection,
+    req: SearchRequest,
+    ranked: Sequence[tuple[Target, int]],
+    mark: tuple[int, int] | None,
+) -> RetrievalPack:
+    """The pack of ``ranked`` (targets best first, each with its relevance in basis points):
+    each materialised with its excerpt and citation (§7, :func:`materialize_all`, through the
+    connection's record of known targets at change mark ``mark``, read in the same
+    transaction), and the no-match gap when none is left (spec/retrieval.md §2)."""
+    known = _known(conn, req.tenant_id, req.person_id, req.as_of, mark)
+    items = materialize_all(conn, req.tenant_id, req.person_id, ranked, req.as_of, known)
     return RetrievalPack(req.query, items, [] if items else [NO_MATCH_GAP])
 
 
