@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import sqlite3
 import struct
@@ -20,7 +21,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tests.conftest import SHARED, P, T, cli, dump, remember, sam_acme
-from zkr import InvalidInput, MemoryDb, NotFound
+from zkr import InvalidInput, MemoryDb, NotFound, RequestError
 from zkr.codec import canonical, sha256_tagged
 from zkr.model import (
     ApplyRequest,
@@ -34,6 +35,7 @@ from zkr.model import (
     Normalization,
     ProcessingState,
     ProjectionsRequest,
+    QueryEmbedding,
     SearchRequest,
     Target,
     TargetKind,
@@ -877,3 +879,72 @@ def test_to_float32_rounds_via_double() -> None:
     assert math.copysign(1.0, vec[2]) == -1.0
     assert to_float32([]) is None
     assert to_float32([3.5e38]) is None
+
+
+# --------------------------------------------------------------------------- numpy vectors
+
+
+def test_embed_and_search_take_numpy_arrays_and_other_real_sequences(db: MemoryDb) -> None:
+    """Library callers pass numpy arrays (float32, float64), tuples, lists of numpy scalars:
+    each is stored as the same float32 vector a list gives; a 2-d array, a non-number, NaN or
+    infinity and a wrong dimension get clear errors and store nothing."""
+    import numpy as np
+
+    me = db.scope(T, P)
+    base = [0.6, 0.8, 0.0]
+    notes = [remember(db, f"note {i}") for i in range(6)]
+    forms: list[Any] = [
+        base,
+        np.asarray(base, dtype=np.float32),
+        np.asarray(base, dtype=np.float64),
+        tuple(base),
+        list(np.asarray(base, dtype=np.float32)),
+        np.asarray(base, dtype=np.float32)[::-1][::-1],  # a strided view
+    ]
+    for note, vector in zip(notes, forms, strict=True):
+        h = current_hash(db, "source", note.source_id)
+        me.embed(
+            "source", note.source_id, vector, model_name=M, version=V, input_hash=h,
+            normalization="l2", distance="cosine",
+        )  # fmt: skip
+    stored = {
+        row[0] for row in db.conn.execute("SELECT vector FROM embeddings WHERE model = ?", (M,))
+    }
+    assert stored == {"[0.6,0.8,0.0]"}
+    # MemoryDb.embed itself, and a numpy query vector for search
+    h = current_hash(db, "source", notes[0].source_id)
+    db.embed(
+        EmbedRequest(
+            T, P, target("source", notes[0].source_id),
+            EmbeddingInput(np.asarray(base), M, V, h, Normalization.L2, Distance.COSINE),  # type: ignore[arg-type]
+        )
+    )  # fmt: skip
+    query = QueryEmbedding(np.asarray([0.6, 0.8, 0.0], dtype=np.float32), M, V)  # type: ignore[arg-type]
+    pack = me.search("note", query_embedding=query)
+    assert pack == me.search("note", query_embedding=QueryEmbedding(base, M, V))
+    # refused, nothing stored
+    bad: list[tuple[Any, type[Exception], str]] = [
+        (np.ones((1, 3)), RequestError, "field `embedding.vector`: expected a 1-d sequence"),
+        (np.ones((3, 1)), RequestError, "got a 2-d array"),
+        ([[0.6], [0.8], [0.0]], RequestError, "invalid type: a sequence, expected f32"),
+        (["0.6", 0.8, 0.0], RequestError, "invalid type: str, expected f32"),
+        ([True, 0.8, 0.0], RequestError, "invalid type: bool, expected f32"),
+        (np.asarray([0.6, 0.8, 0.0], dtype=np.complex64), RequestError, "invalid type: complex"),
+        (np.asarray([np.nan, 0.8, 0.0]), InvalidInput, "must contain finite values"),
+        (np.asarray([np.inf, 0.8, 0.0]), InvalidInput, "must contain finite values"),
+        (np.asarray([0.6, 0.8]), InvalidInput, "conflicts with the existing model/version lane"),
+        ("0.6,0.8,0.0", RequestError, "field `embedding.vector`"),
+    ]
+    fresh = remember(db, "not embedded")
+    h = current_hash(db, "source", fresh.source_id)
+    for vector, error, message in bad:
+        with pytest.raises(error, match=re.escape(message)):
+            me.embed(
+                "source", fresh.source_id, vector, model_name=M, version=V, input_hash=h,
+                normalization="l2", distance="cosine",
+            )  # fmt: skip
+    assert db.conn.execute(
+        "SELECT count(*) FROM embeddings WHERE target_id = ?", (fresh.source_id,)
+    ).fetchone() == (0,)
+    with pytest.raises(RequestError, match=r"query_embedding\.vector"):
+        me.search("note", query_embedding=QueryEmbedding(np.ones((2, 3)), M, V))  # type: ignore[arg-type]

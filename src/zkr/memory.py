@@ -334,7 +334,13 @@ class MemoryDb:
         """A bounded, cited retrieval pack for ``req.query`` (spec/retrieval.md §2-8): lexical,
         fused with the dense lane when ``query_embedding`` is given, or historical with
         ``as_of``. Read-only. Raises ``InvalidInput`` for a blank scope or query or a bad query
-        embedding."""
+        embedding (its ``vector`` may be a numpy array, as for :meth:`embed`)."""
+        if isinstance(req, model.SearchRequest) and isinstance(
+            query := req.query_embedding, model.QueryEmbedding
+        ):
+            vector = model.real_vector(query.vector, "query_embedding.vector")
+            if vector is not query.vector:
+                req = req._replace(query_embedding=query._replace(vector=vector))
         model.validate(req)
         from zkr.store import retrieval
 
@@ -532,7 +538,13 @@ class MemoryDb:
     def embed(self, req: model.EmbedRequest) -> model.EmbedResult:
         """Store a caller-computed vector for a live target, bound to its current input hash
         (spec/retrieval.md §11). Raises ``InvalidInput`` (non-finite vector, l2 magnitude,
-        hash mismatch, lane conflict) and ``NotFound`` for a target that is not live."""
+        hash mismatch, lane conflict) and ``NotFound`` for a target that is not live.
+        ``req.embedding.vector`` may be any 1-d sequence of real numbers, a numpy array
+        included (:func:`zkr.model.checks.real_vector`; ``RequestError`` otherwise)."""
+        if isinstance(req, model.EmbedRequest) and isinstance(req.embedding, model.EmbeddingInput):
+            vector = model.real_vector(req.embedding.vector, "embedding.vector")
+            if vector is not req.embedding.vector:
+                req = req._replace(embedding=req.embedding._replace(vector=vector))
         model.validate(req)
         from zkr.store import embeddings
 

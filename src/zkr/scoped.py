@@ -475,7 +475,7 @@ class ScopedMemory:
         self,
         kind: model.TargetKind | str,
         id: str,
-        vector: list[float],
+        vector: Iterable[float],
         *,
         model_name: str,
         version: str,
@@ -489,10 +489,12 @@ class ScopedMemory:
         (then the vector must have unit length), ``distance`` ``"cosine"``, ``"dot"`` or
         ``"euclidean"``. Raises :class:`~zkr.errors.InvalidInput` for a stale hash, a
         non-finite vector or a lane conflict and :class:`~zkr.errors.NotFound` for a record
-        that is not live."""
+        that is not live. ``vector`` is any 1-d sequence of real numbers (a list, a tuple, a
+        numpy float array); a 2-d array or an element that is not a real number is a
+        :class:`~zkr.errors.RequestError`."""
         target = model.Target(as_enum(model.TargetKind, kind, "target.kind"), id)
         embedding = model.EmbeddingInput(
-            vector,
+            model.real_vector(vector, "embedding.vector"),
             model_name,
             version,
             input_hash,

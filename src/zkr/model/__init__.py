@@ -108,6 +108,7 @@ _HOME: dict[str, str] = {
     "BrowsePage": "inspect",
     "SettleResult": "inspect",
     "validate": "checks",
+    "real_vector": "checks",
 }
 
 __all__ = sorted(_HOME)
@@ -122,6 +123,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
         scope_fields as scope_fields,
     )
     from zkr.model.checks import (
+        real_vector as real_vector,
         validate as validate,
     )
     from zkr.model.embeddings import (

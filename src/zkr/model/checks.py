@@ -5,7 +5,7 @@ enum members, no lone surrogates), so a library caller gets the CLI's error befo
 """
 
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 from zkr.codec import (
@@ -65,6 +65,41 @@ def validate(value: Any) -> None:
             if exc.message.startswith("field `"):
                 raise
             raise RequestError(f"field `{name}`: {exc.message}") from None
+
+
+def real_vector(value: Any, field: str) -> Any:
+    """A library caller's vector as the list of Python floats a request holds: any 1-d
+    sequence (or other iterable) of real numbers — a list or tuple of ints and floats, a numpy
+    float array (read with its ``tolist``), a list of numpy scalars — comes back as a ``list``
+    (a list of floats and ints as it is); any other value (a string, a mapping, a number)
+    comes back unchanged, for :func:`validate` to refuse. Raises
+    :class:`~zkr.errors.RequestError` naming ``field`` for an array of more than one
+    dimension and for an element that is not a real number (a bool, a string, a complex
+    number, a nested sequence). Non-finite values pass: the store refuses them with its own
+    message. Imports no numpy (an array is known by its ``ndim`` and ``tolist``)."""
+    if type(value) is list and all(type(x) is float or type(x) is int for x in value):
+        return value  # the common case (the CLI's decoder gives these)
+    ndim = getattr(value, "ndim", None)
+    if ndim is not None and ndim != 1:
+        raise RequestError(
+            f"field `{field}`: expected a 1-d sequence of numbers, got a {ndim}-d array"
+        )
+    if ndim is not None and callable(getattr(value, "tolist", None)):
+        value = value.tolist()  # a numpy array: its elements as Python numbers, in C
+    if isinstance(value, str | bytes | bytearray | Mapping) or not isinstance(value, Iterable):
+        return value
+    import numbers  # (numpy registers its scalar types with these ABCs)
+
+    out: list[float] = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, numbers.Real):
+            kind = "a sequence" if isinstance(item, list | tuple) else type(item).__name__
+            raise RequestError(f"field `{field}`: invalid type: {kind}, expected f32")
+        try:
+            out.append(float(item))
+        except OverflowError:  # an int beyond the double range: not finite, as the CLI's
+            out.append(float("-inf") if item < 0 else float("inf"))
+    return out
 
 
 def _annotations(cls: type) -> dict[str, Any]:
