@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
-from tests.test_embeddings import M, V, claim_memory, edit, embed
+from tests.test_embeddings import M, V, claim_memory, current_hash, edit, embed
 from zkr import InvalidInput, MemoryDb
 from zkr.model import DeleteRequest, QueryEmbedding, SearchRequest, Target, TargetKind
 from zkr.store import changes, dense, lanescan, sidepaths, vectorfile
@@ -154,24 +154,37 @@ def test_every_write_that_touches_the_lane_is_seen(db: MemoryDb, db_path: str, f
     warm(db_path, query, 10)
     assert fast_answer(db_path, query, 10) == numpy_answer(db_path, query, 10)
 
-    def untrusted_then_equal() -> None:
-        assert fast_answer(db_path, query, 10) is None
+    def seen(served: bool) -> None:
+        """The numpy-free answer (the lane's rows written since its state read from the
+        file: ``served``), else none; numpy's then equal, and the side files rewritten."""
+        got = fast_answer(db_path, query, 10)
         want = numpy_answer(db_path, query, 10)  # refreshes, rewrites the side files
+        assert got == (want if served else None)
+        assert warm(db_path, query, 10) == want
         assert fast_answer(db_path, query, 10) == want
 
-    # a new vector (embed), another writer's hand edit of one vector, a deleted source
+    # a new vector (embed), another writer's hand edit of one vector: read from the file
     r = remember(db, "a new memory")
     embed(db, "source", r.source_id, query)
     settle(db_path)  # (a row of the current second is not saved in side files)
-    untrusted_then_equal()
+    seen(served=True)
     edit(
         db_path,
         "UPDATE embeddings SET vector = '[1,0,0,0,0,0,0,0]' WHERE target_id = ?",
         (made[1].source_id,),
     )
-    untrusted_then_equal()
+    seen(served=True)
+    # a deleted source, a row of the lane moved out of it by hand, a row made stale by hand
     db.delete(DeleteRequest(T, P, made[2].source_id, 20))
-    untrusted_then_equal()
+    seen(served=False)
+    edit(db_path, "UPDATE embeddings SET model = 'other' WHERE target_id = ?", (r.source_id,))
+    seen(served=False)
+    edit(
+        db_path,
+        "UPDATE embeddings SET target_revision = 99 WHERE target_id = ?",
+        (made[3].source_id,),
+    )
+    seen(served=False)
     # a write unrelated to the lane leaves it trusted
     remember(db, "unrelated")
     assert fast_answer(db_path, query, 10) == numpy_answer(db_path, query, 10)
@@ -188,8 +201,8 @@ def test_side_files_of_another_state_are_not_used(db: MemoryDb, db_path: str, fa
     r = remember(db, "another")
     embed(db, "source", r.source_id, query)
     settle(db_path)
-    assert fast_answer(db_path, query, 10) is None
-    numpy_answer(db_path, query, 10)  # a new lane state
+    # the rows written since read from the file (zkr.store.lanedelta), then a new lane state
+    assert fast_answer(db_path, query, 10) == numpy_answer(db_path, query, 10)
     # the index of the old state: not used, the search goes to numpy
     index.write_bytes(old_index)
     assert fast_answer(db_path, query, 10) is None
@@ -413,3 +426,173 @@ def test_a_restored_backup_written_again_trusts_no_side_file_of_the_lost_writes(
     want = numpy_answer(db_path, query, 10)
     assert got == want
     assert fast_got in (None, want)
+
+
+def reference_answer(
+    db_path: str, vector: Sequence[float], count: int, lexical: Any = ()
+) -> Answer:
+    """The numpy lane without any side file (``ZKR_VECTOR_CACHE=0``): every row read from the
+    file, and no side file rewritten."""
+    os.environ["ZKR_VECTOR_CACHE"] = "0"
+    try:
+        return numpy_answer(db_path, vector, count, lexical)
+    finally:
+        del os.environ["ZKR_VECTOR_CACHE"]
+
+
+def test_rows_written_since_the_lane_state_are_read_from_the_file(
+    db: MemoryDb, db_path: str, fast: None
+) -> None:
+    """One-row embeds after the side files were written (each a CLI call: nobody primes them)
+    are read from the file by the numpy-free search, which answers as numpy does without
+    rewriting a side file: new sources, evidence standing for itself or for its claim, claims,
+    a rewritten vector of a surviving row; a second row of one capture (§14 #12 folding may
+    change), a row that stops surviving, a hand edit touching the lane's targets go to numpy."""
+    made = build_lane(db, db_path, seed=41, size=80)
+    rng = random.Random(42)
+    query = unit(rng, 8)
+    warm(db_path, query, 20)
+    side = Path(db_path + ".zkr-vectors")
+    files = {f.name: f.stat().st_mtime_ns for f in side.iterdir()}
+
+    def near() -> list[float]:
+        v = [q + rng.gauss(0, 0.05) for q in query]
+        norm = sum(x * x for x in v) ** 0.5
+        return [x / norm for x in v]
+
+    def same(served: bool = True) -> None:
+        for count in (1, 5, 20):
+            for lexical in ((), [Target(TargetKind.SOURCE, r.source_id) for r in made[::4]]):
+                want = reference_answer(db_path, query, count, lexical)
+                got = fast_answer(db_path, query, count, lexical)
+                assert got == (want if served else None), (count, lexical)
+
+    a = remember(db, "a new turn")
+    embed(db, "source", a.source_id, near())
+    same()
+    b = remember(db, "another new turn")
+    embed(db, "evidence", b.evidence_id, near())  # stands for itself
+    c = claim_memory(db, "Sam moved to Oslo", at=500)
+    embed(db, "evidence", c.evidence_id, near())  # stands for its claim
+    d = claim_memory(db, "Sam likes tea", at=501)
+    embed(db, "claim", d.claim_id, near())
+    same()
+    # a surviving row rewritten (same target, same mapping), a claim row again
+    embed(db, "source", made[1].source_id, near())
+    embed(db, "claim", made[0].claim_id, near())
+    embed(db, "source", a.source_id, unit(rng, 8))
+    same()
+    assert {f.name: f.stat().st_mtime_ns for f in side.iterdir()} == files
+    # a row written by another writer, its vector text as the reference writes it
+    e = remember(db, "written by hand")
+    vector = json.dumps(near())
+    cells = db.conn.execute(
+        "SELECT normalization, distance FROM embeddings WHERE target_id = ?", (a.source_id,)
+    ).fetchone()
+    edit(
+        db_path,
+        "INSERT INTO embeddings (tenant_id, person_id, target_kind, target_id, model, version,"
+        " dimension, input_hash, normalization, distance, vector, target_revision, created_at)"
+        " VALUES (?, ?, 'source', ?, ?, ?, 8, ?, ?, ?, ?, 1, unixepoch())",
+        (T, P, e.source_id, M, V, current_hash(db, "source", e.source_id), *cells, vector),
+    )
+    same()
+    assert e.source_id in {t.id for t, _ in reference_answer(db_path, query, 200) or []}
+    # a second row of a capture written since: numpy
+    embed(db, "evidence", a.evidence_id, near())
+    same(served=False)
+    assert warm(db_path, query, 20) == reference_answer(db_path, query, 20)
+    same()
+    # a capture of the state gets a second row: numpy
+    embed(db, "evidence", made[6].evidence_id, near())
+    same(served=False)
+    warm(db_path, query, 20)
+    # a written row that stops surviving (its source deleted after its embed)
+    f = remember(db, "soon deleted")
+    embed(db, "source", f.source_id, near())
+    same()
+    db.delete(DeleteRequest(T, P, f.source_id, 20))
+    same()  # a row new since the state that does not survive: still read from the file
+    embed(db, "source", made[11].source_id, near())
+    db.delete(DeleteRequest(T, P, made[11].source_id, 20))
+    same(served=False)
+
+
+def cli(db_path: str, command: str, request: dict[str, Any]) -> Any:
+    """One ``zkr`` CLI call in a fresh process (no numpy unless the call imports it)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(lanescan.__file__).parents[2])}
+    out = subprocess.run(
+        [sys.executable, "-m", "zkr", "--db", db_path, command],
+        input=json.dumps(request).encode(),
+        capture_output=True,
+        env=env,
+        check=True,
+    )
+    return json.loads(out.stdout)
+
+
+def test_cli_searches_after_cli_embeds_stay_without_numpy(
+    db: MemoryDb, db_path: str, fast: None
+) -> None:
+    """An agent that remembers and embeds one turn at a time through the CLI, searching in
+    between: every search a fresh process without numpy (side files untouched), with the pack
+    the lane gives without side files; another process's write to a target of the lane sends
+    the next one to numpy (never a stale answer)."""
+    made = build_lane(db, db_path, seed=43, size=60)
+    rng = random.Random(44)
+    query = unit(rng, 8)
+    db.search(SearchRequest(T, P, "turn", 8))  # the lexical index built (a schema change)
+    warm(db_path, query, 20)
+    side = Path(db_path + ".zkr-vectors")
+    files = {f.name: f.stat().st_mtime_ns for f in side.iterdir()}
+
+    def reference_pack() -> Any:
+        os.environ["ZKR_VECTOR_CACHE"] = "0"
+        lanescan.FORCE = False
+        try:
+            dense.clear_cache()
+            with MemoryDb.open(db_path) as fresh:
+                pack = fresh.search(SearchRequest(T, P, "turn", 8, QueryEmbedding(query, M, V)))
+            return pack.to_json()
+        finally:
+            del os.environ["ZKR_VECTOR_CACHE"]
+            lanescan.FORCE = True
+
+    for turn in range(4):
+        text = f"turn {turn} of the agent"
+        written = cli(
+            db_path,
+            "remember",
+            {"tenant_id": T, "person_id": P, "kind": "conversation", "text": text}
+            | {"captured_at": 50 + turn, "recorded_at": 50 + turn},
+        )
+        vector = [q + rng.gauss(0, 0.1) for q in query]
+        vector = [x / sum(y * y for y in vector) ** 0.5 for x in vector]
+        cli(
+            db_path,
+            "embed",
+            {
+                "tenant_id": T,
+                "person_id": P,
+                "target": {"kind": "source", "id": written["source_id"]},
+                "embedding": {
+                    "vector": vector,
+                    "model": M,
+                    "version": V,
+                    "input_hash": current_hash(db, "source", written["source_id"]),
+                    "normalization": "l2",
+                    "distance": "cosine",
+                },
+            },
+        )
+        pack, loaded = cli_search(db_path, query, "turn", 8)
+        assert "numpy" not in loaded
+        assert pack == reference_pack()
+    assert {f.name: f.stat().st_mtime_ns for f in side.iterdir()} == files
+    # another process changes the text of a turn written since: its row is read, no longer
+    # current; then that of a memory the lane state holds: numpy, never a stale answer
+    for source_id, state in ((written["source_id"], False), (made[1].source_id, True)):
+        edit(db_path, "UPDATE sources SET content = 'changed' WHERE id = ?", (source_id,))
+        pack, loaded = cli_search(db_path, query, "turn", 8)
+        assert ("numpy" in loaded) == state
+        assert pack == reference_pack()

@@ -231,7 +231,8 @@ def test_a_one_shot_search_or_remember_never_imports_typing(
 
     from tests.test_embeddings import M, V, embed
     from zkr import MemoryDb
-    from zkr.model import RememberRequest, SourceKind
+    from zkr.codec import sha256_tagged
+    from zkr.model import RememberRequest, SearchRequest, SourceKind
     from zkr.store import priming, vectorfile
 
     # closing the handle writes the side files, for any lane size (as tests/test_dense_lanescan)
@@ -271,3 +272,16 @@ def test_a_one_shot_search_or_remember_never_imports_typing(
             assert "zkr.store.lanescan" in modules and "numpy" not in modules  # the lane's path
         loaded = sorted(modules & {"typing", "typing_extensions"})
         assert not loaded, f"zkr --db PATH {command} {sorted(request)} imported {loaded}"
+    # a CLI embed of one row (nobody primes the side files), then a hybrid search: the rows
+    # written since the lane state are read from the file (zkr.store.lanedelta), still
+    # without numpy or typing
+    with MemoryDb.open(path) as db:
+        source = db.search(SearchRequest("t", "p", "coffee")).items[0].memory.id
+    embedding = {"vector": unit(), "model": M, "version": V, "input_hash": sha256_tagged("coffee")}
+    embedding |= {"normalization": "l2", "distance": "cosine"}
+    target = {"kind": "source", "id": source}
+    _cli_call(path, "embed", {**scope, "target": target, "embedding": embedding})
+    report = _cli_call(path, "search", {**scope, "query": "coffee", **hybrid})
+    modules = set(report["modules"])  # type: ignore[call-overload]
+    assert "zkr.store.lanedelta" in modules and "numpy" not in modules
+    assert not modules & {"typing", "typing_extensions"}

@@ -268,12 +268,24 @@ def lane_untouched(
     dirty = lane_rowids(items, scope)
     if dirty:
         return False, items, dirty
+    return not others_touch(conn, scope, items, touches), items, dirty
+
+
+def others_touch(
+    conn: sqlite3.Connection,
+    scope: tuple[str, str, str, str],
+    items: list[str],
+    touches: Callable[[list[str]], bool],
+) -> bool:
+    """Whether a source, evidence, claim or link among logged ``items`` (the lane's own rows'
+    items aside) is related (:data:`RELATED_SQL`) to a target for which ``touches`` says yes:
+    the half of :func:`lane_untouched` about rows other than the lane's."""
     ids = [item for item in items if not item.startswith(LANE_PREFIX)]
     if not ids:
-        return True, items, dirty
+        return False
     t, p = scope[:2]
     related = conn.execute(RELATED_SQL, {"ids": json.dumps(ids), "t": t, "p": p}).fetchall()
-    return not touches([r[0] for r in related if isinstance(r[0], str)]), items, dirty
+    return touches([r[0] for r in related if isinstance(r[0], str)])
 
 
 # The rows whose state the given ids can change the mapping of (spec/retrieval.md §5.4, §7):

@@ -34,12 +34,12 @@ from __future__ import annotations
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from operator import itemgetter
 
 from zkr.errors import InvalidInput
-from zkr.model import Distance, QueryEmbedding, Target, TargetKind
-from zkr.store import changes, sidepaths
+from zkr.model import TARGET_RANK, Distance, QueryEmbedding, Target, TargetKind
+from zkr.store import changes, lanedelta, sidepaths
 from zkr.store.driver import is_postgres
 from zkr.store.eligibility import one_per_capture
 from zkr.store.embeddings import lane as stored_lane
@@ -52,7 +52,7 @@ from zkr.store.laneread import (
     read_rows,
     read_vectors,
 )
-from zkr.store.vectors import validate_query
+from zkr.store.vectors import Vector, validate_query
 from zkr.typelite import Any
 
 ZERO_MAGNITUDE = "cosine embeddings must have non-zero magnitude"
@@ -228,8 +228,16 @@ def _trusted(
         if extra is None or extra.token != lane.extra or extra.configs != [config]:
             return None
     known = changes.Mark(lane.generation, lane.seq)
-    if not changes.lane_untouched(conn, scope, known, mark, lane.touches)[0]:
-        return None
+    untouched, items, written = changes.lane_untouched(conn, scope, known, mark, lane.touches)
+    delta = None
+    if not untouched:
+        # rows of the lane written since (a few one-row CLI embeds): applied over the state
+        # when they cannot change what another row stands for (zkr.store.lanedelta)
+        if items is None or not written or not len(lane.columns):
+            return None
+        delta = lanedelta.read(conn, scope, lane, items, written)
+        if delta is None:
+            return None
     if not len(lane.columns):
         return []
     check_dimension(len(vec), config.dimension)
@@ -246,7 +254,7 @@ def _trusted(
     if not 1 / SCALE_LIMIT <= q_norm <= SCALE_LIMIT:
         return None
     try:
-        return _search(simsimd, lane, index, block, rows, extra, vec, q_norm, count, lexical)
+        return _search(simsimd, lane, index, block, rows, extra, delta, vec, q_norm, count, lexical)
     except (TypeError, ValueError, RuntimeError, OverflowError, IndexError):
         return None  # a kernel that refused its input, a file shorter than it says: numpy
 
@@ -264,6 +272,7 @@ def _search(
     block: Vectors,
     rows: memoryview[float],
     extra: Vectors | None,
+    delta: lanedelta.Delta | None,
     vec: Sequence[float],
     q_norm: float,
     count: int,
@@ -278,16 +287,35 @@ def _search(
         metric="dot",
     )
     scores = memoryview(fast).cast("B").cast("d")
-    # the overlay's few columns are scored exactly from the start
+    # the overlay's few columns are scored exactly from the start, and so are the rows
+    # written since the lane state (a rewritten row keeps its column, a new row gets one past
+    # the overlay's): their targets come from ``targets_of``
     exact: dict[int, float] = {}
+    replaced = {} if delta is None else delta.replaced
     if extra is not None:
-        live = [c for c in range(extra.columns) if index.position_of[block.columns + c] >= 0]
+        live = [
+            c
+            for c in range(extra.columns)
+            if index.position_of[block.columns + c] >= 0 and block.columns + c not in replaced
+        ]
         found = _cosines(simsimd, extra, live, vec, q_norm)
         if found is None:
             return None
         exact = {block.columns + c: score for c, score in zip(live, found, strict=True)}
+    targets_of, order_of, source_of = _with_delta(lane, index, delta)
+    if delta is not None:
+        written = [
+            *replaced,
+            *range(len(index.position_of), len(index.position_of) + len(delta.added)),
+        ]
+        found = _cosines_of(
+            simsimd, [*replaced.values(), *(v for v, _ in delta.added)], vec, q_norm
+        )
+        if found is None:
+            return None
+        exact.update(zip(written, found, strict=True))
     limit = bound(dimension)
-    columns = _within_reach(simsimd, scores, exact, index, count, limit)
+    columns = _within_reach(simsimd, scores, exact, index, replaced, targets_of, count, limit)
     if columns is None:
         return None
     todo = [c for c in columns if c not in exact]
@@ -298,23 +326,70 @@ def _search(
         if not abs(score - scores[column]) <= limit:
             return None  # the bound failed (or a fast score is NaN): let numpy answer
         exact[column] = score
-    best: dict[int, tuple[int, float]] = {}
+    best: dict[int | Target, tuple[int, float]] = {}
     for column in columns:
         score = exact[column]
         key = order_key(score)
-        for number in index.targets_of(column):
+        for number in targets_of(column):
             held = best.get(number)
             if held is None or key > held[0]:
                 best[number] = (key, score)
-    ranked = sorted(best, key=lambda number: (-best[number][0], number))[:count]
+    ranked = sorted(best, key=lambda number: (-best[number][0], order_of(number)))[:count]
     merged = one_per_capture(
-        (Target(TargetKind.EVIDENCE, e) for e in lane.source_of), lane.source_of, lexical
+        (Target(TargetKind.EVIDENCE, e) for e in source_of), source_of, lexical
     )
     out = []
     for number in ranked:
-        target = lane.target(number)
+        target = number if isinstance(number, Target) else lane.target(number)
         out.append((merged.get(target, target), best[number][1]))
     return out
+
+
+def _with_delta(
+    lane: LaneView, index: Index, delta: lanedelta.Delta | None
+) -> tuple[
+    Callable[[int], Sequence[int | Target]],
+    Callable[[int | Target], tuple[int, int, bytes]],
+    dict[str, str],
+]:
+    """What each column stands for (a state target by its number; a target only rows written
+    since stand for, as itself), the target order of those (a target new to the lane between
+    the numbered ones: :meth:`~zkr.store.laneread.LaneView.place`) and the Evidence targets'
+    sources."""
+    if delta is None or not delta.added:
+        source_of = lane.source_of if delta is None else {**lane.source_of, **delta.source_of}
+        return index.targets_of, _numbered, source_of
+    first = len(index.position_of)
+    places: dict[Target, tuple[int, int, bytes]] = {}
+    added: list[list[int | Target]] = []
+    for _, mapped in delta.added:
+        these: list[int | Target] = []
+        for target in mapped:
+            number, known = lane.place(target)
+            if known:
+                these.append(number)
+            else:
+                places[target] = (number, -1, _target_key(target))
+                these.append(target)
+        added.append(these)
+
+    def targets_of(column: int) -> Sequence[int | Target]:
+        return added[column - first] if column >= first else index.targets_of(column)
+
+    def order_of(target: int | Target) -> tuple[int, int, bytes]:
+        return places[target] if isinstance(target, Target) else (target, 0, b"")
+
+    return targets_of, order_of, {**lane.source_of, **delta.source_of}
+
+
+def _target_key(target: Target) -> bytes:
+    """Target order (§1) among targets at one place: kind rank, then UTF-8 id."""
+    return bytes((TARGET_RANK[target.kind],)) + target.id.encode("utf-8", "surrogatepass")
+
+
+def _numbered(number: int | Target) -> tuple[int, int, bytes]:
+    assert isinstance(number, int)
+    return (number, 0, b"")
 
 
 def _within_reach(
@@ -322,11 +397,14 @@ def _within_reach(
     scores: memoryview[float],
     exact: dict[int, float],
     index: Index,
+    replaced: Collection[int],
+    targets_of: Callable[[int], Sequence[int | Target]],
     count: int,
     limit: float,
 ) -> list[int] | None:
     """Columns whose exact score can reach the first ``count`` targets' (module docstring):
-    ``scores`` are the vector file's fast scores, ``exact`` the overlay's exact ones."""
+    ``scores`` are the vector file's fast scores (of no use for its ``replaced`` columns),
+    ``exact`` the exact ones of the overlay and of the rows written since the lane state."""
     position_of = index.position_of
     sample: list[float] = sorted(scores[::16].tolist(), reverse=True)
     wanted = count * 2 + 64  # past the first targets and the rows within reach of them
@@ -335,15 +413,15 @@ def _within_reach(
     while True:
         place = wanted // 16
         floor = float(sample[place]) if place < len(sample) else lowest
-        above = _live(_at_least(simsimd, scores, floor), position_of)
+        above = _live(_at_least(simsimd, scores, floor), position_of, replaced)
         ordered = sorted(
             [(scores[c], c) for c in above] + [(s, c) for c, s in exact.items() if s >= floor],
             reverse=True,
         )
-        seen: set[int] = set()
+        seen: set[int | Target] = set()
         found = False
         for score, column in ordered:
-            seen.update(index.targets_of(column))
+            seen.update(targets_of(column))
             if len(seen) >= count:
                 reach, found = score - 2 * limit, True
                 break
@@ -351,7 +429,7 @@ def _within_reach(
             break
         wanted *= 4
     if reach < floor:
-        above = _live(_at_least(simsimd, scores, reach), position_of)
+        above = _live(_at_least(simsimd, scores, reach), position_of, replaced)
     else:
         above = [c for c in above if scores[c] >= reach]
     if len(above) > MAX_RESCORED:
@@ -379,8 +457,12 @@ def _at_least(simsimd: Any, scores: memoryview[float], floor: float) -> Iterable
     return out
 
 
-def _live(columns: Iterable[int], position_of: memoryview[int]) -> list[int]:
-    """The ``columns`` that hold a surviving row."""
+def _live(
+    columns: Iterable[int], position_of: memoryview[int], replaced: Collection[int]
+) -> list[int]:
+    """The ``columns`` that hold a surviving row (not ``replaced`` by a newer vector)."""
+    if replaced:
+        return [c for c in columns if position_of[c] >= 0 and c not in replaced]
     return [c for c in columns if position_of[c] >= 0]
 
 
@@ -432,6 +514,29 @@ def _cosines(
 
     dots = exact_dots(simsimd, component, vec, len(columns))
     return _finish(dots, [block.norms[c] for c in columns], q_norm)
+
+
+def _cosines_of(
+    simsimd: Any, vectors: list[Vector], vec: Sequence[float], q_norm: float
+) -> list[float] | None:
+    """Exact §5.3 cosines of a few ``vectors`` (float32 arrays), their norms as the vector
+    file's (:func:`zkr.store.dense.kernels.sequential_norms`: sequential float32 squares)."""
+    if not vectors:
+        return []
+
+    def component(i: int) -> Sequence[float]:
+        return array("f", [v[i] for v in vectors])
+
+    dots = exact_dots(simsimd, component, vec, len(vectors))
+    # the norms: float32 squares (a double holds each product exactly; array("f") rounds it),
+    # summed in order as float32 across all vectors at once (simsimd.wsum, weights 1: exact
+    # float32 sums of non-negative values), the square root rounded to float32
+    sums: Any = None
+    for i in range(len(vec)):
+        squares = array("f", [v[i] * v[i] for v in vectors])
+        sums = squares if sums is None else simsimd.wsum(sums, squares, alpha=1.0, beta=1.0)
+    totals: list[float] = list(memoryview(sums).cast("B").cast("f").tolist())
+    return _finish(dots, [f32(total**0.5) for total in totals], q_norm)
 
 
 def _finish(dots: list[float], norms: list[float], q_norm: float) -> list[float] | None:

@@ -6,8 +6,10 @@ writer that has just stored hundreds of a lane's rows — an ``embed-pending`` d
 :class:`zkr.MemoryDb` through which ``embed`` stored them, when it is closed — paid far more
 for them than one such build, so it builds or patches the side files itself (:func:`prime`)
 and every later process, each CLI call, starts from them (the warm path). A writer of a few
-rows (a CLI ``embed``: one row per process) leaves them to the next search, which patches
-them in; rows written by any other writer are found through the change log as ever.
+rows (a CLI ``embed``: one row per process) leaves them as they are: the next one-shot
+search reads those rows from the database over the side files, still without numpy
+(:mod:`zkr.store.lanedelta`), or patches them in when it cannot; rows written by any other
+writer are found through the change log as ever.
 
 Nothing here imports numpy until :func:`prime` has a lane to refresh.
 """

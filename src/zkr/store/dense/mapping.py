@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from zkr.model import TARGET_RANK, Target, TargetKind
 from zkr.store.eligibility import Support, one_per_capture
+from zkr.store.lanesql import ROW_ORDER
 from zkr.store.vectors import LaneConfig
 
 I64 = npt.NDArray[np.int64]
@@ -112,10 +113,6 @@ class Derived:
         found = np.minimum(found, len(self.row_ids) - 1)
         keys = {i.encode("utf-8", "surrogatepass") for i in ids}
         return any(bytes(self.row_ids[f]) in keys for f in found.tolist())
-
-
-ROW_ORDER = {"claim": 0, "evidence": 1, "source": 2}
-"""The place of each target kind in §5.2 row order (the refresh reads kinds in this order)."""
 
 
 def derive(

@@ -10,78 +10,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from zkr.store.driver import is_postgres
-from zkr.store.eligibility import LIVE_CLAIM, LIVE_EVIDENCE, LIVE_SOURCE
+from zkr.store.lanesql import (
+    KINDS as _KINDS,
+    LANE_WHERE as _LANE,
+    PATCH_SQL as PATCH_SQL,
+    ROWS_SQL as ROWS_SQL,
+)
 
 
 def schema_version(conn: sqlite3.Connection) -> int:
     """``PRAGMA schema_version`` (a VACUUM, which may renumber rowids, moves it)."""
     return int(conn.execute("PRAGMA schema_version").fetchone()[0])
-
-
-# One query per target kind, in §5.2 row order (target_kind, then target_id; the
-# zkr_embeddings_rows index serves each part in order, reading no row's vector). Each row
-# carries: its small columns; the target's §9.1 revision and text (NULL when the target is
-# not live); for §5.4, whether the target can be mapped at all (evidence: source live; source:
-# has live evidence; claims: see eligibility.LIVE_LINKS_SQL).
-_ROW_COLUMNS = (
-    "em.rowid, em.target_kind, em.target_id, em.dimension, em.normalization, em.distance,"
-    " em.target_revision, em.input_hash, em.created_at"
-)
-_LANE = "em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
-
-
-def _rows_sql(kind: str, target: str, revision: str, text: str, mappable: str, capture: str) -> str:
-    """The lane's rows of one target ``kind`` with their ``target`` (a LEFT JOIN: NULL columns
-    when it is not live); ``{only}`` is where a patch restricts them to some target ids."""
-    return f"""
-SELECT {_ROW_COLUMNS}, {revision}, {text}, {mappable}, {capture}
-FROM embeddings em
-LEFT JOIN {target}
-WHERE {_LANE} AND em.target_kind = '{kind}'{{only}}
-ORDER BY em.target_id"""
-
-
-# per target kind: (kind, the live target joined, its revision, its text, mappable, capture)
-_KINDS = (
-    (
-        "claim",
-        f"claims c ON c.id = em.target_id AND c.tenant_id = :t AND c.person_id = :p"
-        f" AND {LIVE_CLAIM}",
-        "c.recorded_from",
-        "c.subject || ' ' || c.predicate || ' ' || c.value",
-        "1",
-        "NULL",
-    ),
-    (
-        "evidence",
-        f"evidence e ON e.id = em.target_id AND e.tenant_id = :t AND e.person_id = :p"
-        f" AND {LIVE_EVIDENCE}",
-        "e.source_revision",
-        "e.quote",
-        "EXISTS (SELECT 1 FROM sources s WHERE s.id = e.source_id AND s.tenant_id = :t"
-        f" AND s.person_id = :p AND {LIVE_SOURCE})",
-        "e.source_id",
-    ),
-    (
-        "source",
-        f"sources s ON s.id = em.target_id AND s.tenant_id = :t AND s.person_id = :p"
-        f" AND {LIVE_SOURCE}",
-        "s.revision",
-        "s.content",
-        "EXISTS (SELECT 1 FROM evidence e WHERE e.source_id = s.id AND e.tenant_id = :t"
-        f" AND e.person_id = :p AND {LIVE_EVIDENCE})",
-        "NULL",
-    ),
-)
-
-_ROWS_TEMPLATES = tuple((kind[0], _rows_sql(*kind)) for kind in _KINDS)
-
-
-PATCH_SQL = tuple(
-    (kind, sql.replace("{only}", " AND em.target_id IN (SELECT value FROM json_each(:ids))"))
-    for kind, sql in _ROWS_TEMPLATES
-)
-ROWS_SQL = tuple((kind, sql.replace("{only}", "")) for kind, sql in _ROWS_TEMPLATES)
 
 
 # A first refresh in bulk (zkr.store.dense.bulk): per target kind, the lane's rows in §5.2
