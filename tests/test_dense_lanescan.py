@@ -3,6 +3,7 @@ real stores: same targets, order and float32 scores, and the same trust in the s
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -20,7 +21,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.conftest import P, T, remember
 from tests.test_embeddings import M, V, claim_memory, current_hash, edit, embed
-from zkr import InvalidInput, MemoryDb
+from zkr import InvalidInput, MemoryDb, ZkrError
 from zkr.model import DeleteRequest, QueryEmbedding, SearchRequest, Target, TargetKind
 from zkr.store import changes, dense, lanescan, sidepaths, vectorfile
 from zkr.store.db import read_tx
@@ -596,3 +597,70 @@ def test_cli_searches_after_cli_embeds_stay_without_numpy(
         pack, loaded = cli_search(db_path, query, "turn", 8)
         assert ("numpy" in loaded) == state
         assert pack == reference_pack()
+
+
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(
+        st.tuples(st.sampled_from("sekrdcx"), st.integers(0, 10**6), st.integers(-3, 3)),
+        min_size=1,
+        max_size=12,
+    ),
+    count=st.integers(1, 30),
+)
+def test_rows_written_since_any_writes_answer_as_numpy_or_not_at_all(
+    tmp_path_factory: pytest.TempPathFactory,
+    fast: None,
+    ops: list[tuple[str, int, int]],
+    count: int,
+) -> None:
+    """Any mix of writes after the side files: new memories embedded as source, evidence or
+    claim, re-embeds, deletes, hand edits of a vector: the numpy-free search with the rows
+    written since either answers exactly as numpy without side files, or not at all."""
+    db_path = str(tmp_path_factory.mktemp("delta") / "memory.db")
+    rng = random.Random(len(ops) * 7 + count)
+    query = unit(rng, 8)
+    gone: set[str] = set()
+    with MemoryDb.open(db_path) as db:
+        made = build_lane(db, db_path, seed=count, size=30)
+        warm(db_path, query, count)
+        for op, pick, tilt in ops:
+            vector = unit(rng, 8) if tilt else query
+            old = made[pick % len(made)]
+            if op in "rd" and old.source_id in gone:
+                continue
+            with contextlib.suppress(ZkrError):  # (a deleted memory: refused, as it should)
+                if op == "s":
+                    made.append(r := remember(db, f"new {pick}"))
+                    embed(db, "source", r.source_id, vector)
+                elif op == "e":
+                    made.append(
+                        r := claim_memory(db, f"claim {pick}", at=100)
+                        if tilt > 0
+                        else remember(db, f"new evidence {pick}")
+                    )
+                    embed(db, "evidence", r.evidence_id, vector)
+                elif op == "k":
+                    made.append(r := claim_memory(db, f"claimed {pick}", at=100))
+                    embed(db, "claim", r.claim_id, vector)
+                elif op == "r":  # re-embed the row a memory has
+                    if old.claim_id:
+                        embed(db, "claim", old.claim_id, vector)
+                    else:
+                        embed(db, "source", old.source_id, vector)
+                elif op == "d":
+                    gone.add(old.source_id)
+                    db.delete(DeleteRequest(T, P, old.source_id, 200))
+                elif op == "c":  # a hand edit of one stored vector
+                    edit(
+                        db_path,
+                        "UPDATE embeddings SET vector = ? WHERE target_id IN (?, ?)",
+                        (json.dumps(vector), old.source_id, old.claim_id or ""),
+                    )
+                else:  # a memory that nobody embeds
+                    remember(db, f"plain {pick}")
+            got = fast_answer(db_path, query, count)
+            want = reference_answer(db_path, query, count)
+            assert got is None or got == want, op
