@@ -10,7 +10,10 @@ cache then also (re)writes what was missing. It answers only when:
   generation, not ahead of it, and behind it by fewer than :data:`~zkr.store.sidepaths.STATE_LAG`
   entries, its vector file (``.bin``, and ``.add`` when it names one) carries the tokens it
   names, and nothing logged since its position touches the lane
-  (:func:`zkr.store.changes.lane_untouched`, the rule :mod:`zkr.store.dense.cache` trusts);
+  (:func:`zkr.store.changes.lane_untouched`, the rule :mod:`zkr.store.dense.cache` trusts) —
+  or only rows of the lane were written that :mod:`zkr.store.lanedelta` can read from the
+  file and apply over the state (a few one-row ``embed`` calls: scored exactly, as the
+  overlay's columns are);
 * the lane's distance is cosine and its index (``.fast``, written by
   :mod:`zkr.store.dense.prefilter` for exactly that lane state) says every surviving row has a
   finite norm within :data:`NORM_SPREAD` of 1 (any ``l2`` lane; else numpy scores, or raises
