@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -386,6 +387,26 @@ def test_scope_export_and_apply_carry_one_persons_feed(db: MemoryDb, tmp_path: P
         assert copy.apply(commits).commits_skipped == 2  # a replay changes nothing
         assert [i.excerpt for i in copy.search("Globex").items] == ["Sam employer Globex"]
         assert replica.scope("acme", "ana").search("Acme").items == []
+
+
+def test_a_handles_remember_many_stays_in_its_scope(db: MemoryDb) -> None:
+    """``sam.remember_many([ana.remember_request(...)])`` stored Ana's memory through Sam's
+    handle: the one method of the handle that could write outside its scope."""
+    sam, ana = db.scope("acme", "sam"), db.scope("acme", "ana")
+    mine, theirs = sam.remember_request("Sam likes tea"), ana.remember_request("Ana's secret")
+    message = "scope (acme, ana) is not this handle's (acme, sam)"
+    with pytest.raises(RequestError, match=rf"^requests\[1\]: {re.escape(message)}$"):
+        sam.remember_many([mine, theirs])
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
+    outcomes = sam.remember_many([theirs, mine, theirs], outcomes=True)
+    assert [(o.status, o.error) for o in outcomes] == [
+        ("failed", message),
+        ("stored", None),
+        ("failed", message),
+    ]
+    assert [i.excerpt for i in sam.search("tea").items] == ["Sam likes tea"]
+    assert ana.search("secret").items == []
+    assert [r.claim_id for r in sam.remember_many([sam.remember_request("x")])] == [None]
 
 
 # --------------------------------------------------------------------------- remember_many outcomes

@@ -229,8 +229,38 @@ class ScopedMemory:
     def remember_many(
         self, requests: Iterable[model.RememberRequest], *, outcomes: bool = False
     ) -> list[Any]:
-        """:meth:`MemoryDb.remember_many` for requests built with :meth:`remember_request`."""
-        return self.db.remember_many(requests, outcomes=outcomes)
+        """:meth:`MemoryDb.remember_many` for requests built with :meth:`remember_request`.
+
+        A request of another scope (built by another handle, or by hand) is refused like a bad
+        request: a :class:`~zkr.errors.RequestError` prefixed with its index, or with
+        ``outcomes`` a ``failed`` outcome while the rest are stored. (It was stored in its own
+        scope: a handle wrote outside the one scope it stands for.)"""
+        try:
+            batch = list(requests)
+        except TypeError:  # MemoryDb's own error for a value that is no iterable
+            return self.db.remember_many(requests, outcomes=outcomes)
+        scope = (self.tenant_id, self.person_id)
+        foreign = {
+            index: f"requests[{index}]: scope ({req.tenant_id}, {req.person_id}) is not this"
+            f" handle's ({self.tenant_id}, {self.person_id})"
+            for index, req in enumerate(batch)
+            if isinstance(req, model.RememberRequest) and (req.tenant_id, req.person_id) != scope
+        }
+        if not foreign:
+            return self.db.remember_many(batch, outcomes=outcomes)
+        if not outcomes:
+            raise RequestError(foreign[min(foreign)])
+        done = iter(
+            self.db.remember_many(
+                [req for index, req in enumerate(batch) if index not in foreign], outcomes=True
+            )
+        )
+        return [
+            model.RememberOutcome("failed", None, foreign[index].partition(": ")[2])
+            if index in foreign
+            else next(done)
+            for index in range(len(batch))
+        ]
 
     def locator(self, evidence_id: str) -> model.Locator | None:
         """The transcript locator of live evidence, or ``None``."""
