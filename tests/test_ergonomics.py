@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -189,6 +190,47 @@ def test_scope_rejects_a_malformed_claim_or_locator_as_a_request_error(db: Memor
     assert sam.locator(stored.evidence_id) == ("d", "p", "s", "g", 1, 2)
 
 
+def test_scope_as_of_cursor_and_query_embedding_take_their_json_form(db: MemoryDb) -> None:
+    """``as_of`` was spread with ``AsOf(*as_of)``: a mapping (the CLI's JSON shape) became
+    ``AsOf("valid_at", "recorded_at")`` and failed as ``invalid type: string "valid_at"``, and an
+    ``int`` or a triple raised a bare ``TypeError``; ``before`` and ``query_embedding`` refused
+    the JSON form a host keeps (``page.next`` as JSON, a vector request)."""
+    sam = db.scope("acme", "sam")
+    old = sam.remember(
+        "Sam works at Acme",
+        captured_at=10,
+        recorded_at=10,
+        claim={"subject": "Sam", "predicate": "employer", "value": "Acme"},
+    )
+    sam.correct(old.claim_id, "Globex", valid_at=20, recorded_at=20)
+    then = {"valid_at": 15, "recorded_at": 15}
+    for as_of in (then, (15, 15), [15, 15], zkr.model.AsOf(15, 15)):
+        assert [i.excerpt for i in sam.search("Acme", as_of=as_of).items] == ["Sam employer Acme"]
+        assert [c.claim["value"] for c in sam.lookup("Sam", "employer", as_of)] == ["Acme"]
+    bad: list[tuple[object, str]] = [
+        ({"valid_at": 15}, r"^field `as_of`: missing field `recorded_at`$"),
+        ({**then, "at": 1}, r"^field `as_of`: unknown field `at`$"),
+        (5, r"^field `as_of`: invalid type: int, expected \(valid_at, recorded_at\) or a"),
+        ((1, 2, 3), r"^field `as_of`: expected \(valid_at, recorded_at\), got 3 values$"),
+        ({"valid_at": 1.5, "recorded_at": 1}, r"^field `as_of\.valid_at`: invalid type: float"),
+    ]
+    for as_of, message in bad:
+        with pytest.raises(RequestError, match=message):
+            sam.search("Acme", as_of=as_of)  # type: ignore[arg-type]
+        with pytest.raises(RequestError, match=message):
+            sam.lookup("Sam", "employer", as_of)  # type: ignore[arg-type]
+    first = sam.browse(limit=1)
+    assert first.next is not None
+    as_json = json.loads(json.dumps(zkr.model.encode(first)))["next"]
+    assert sam.browse(limit=1, before=as_json) == sam.browse(limit=1, before=first.next)
+    with pytest.raises(RequestError, match=r"^field `before`: missing field `id`$"):
+        sam.browse(before={"recorded_at": 1, "type": "claim"})
+    vector = {"vector": [1.0, 0.0], "model": "m", "version": "1"}
+    assert sam.search("Globex", query_embedding=vector).items  # no lane yet: lexical only
+    with pytest.raises(RequestError, match=r"^field `query_embedding`: missing field `model`$"):
+        sam.search("Globex", query_embedding={"vector": [1.0]})
+
+
 def test_scope_explicit_times_are_used_as_given(db: MemoryDb) -> None:
     sam = db.scope("acme", "sam")
     stored = sam.remember(
@@ -345,6 +387,26 @@ def test_scope_export_and_apply_carry_one_persons_feed(db: MemoryDb, tmp_path: P
         assert copy.apply(commits).commits_skipped == 2  # a replay changes nothing
         assert [i.excerpt for i in copy.search("Globex").items] == ["Sam employer Globex"]
         assert replica.scope("acme", "ana").search("Acme").items == []
+
+
+def test_a_handles_remember_many_stays_in_its_scope(db: MemoryDb) -> None:
+    """``sam.remember_many([ana.remember_request(...)])`` stored Ana's memory through Sam's
+    handle: the one method of the handle that could write outside its scope."""
+    sam, ana = db.scope("acme", "sam"), db.scope("acme", "ana")
+    mine, theirs = sam.remember_request("Sam likes tea"), ana.remember_request("Ana's secret")
+    message = "scope (acme, ana) is not this handle's (acme, sam)"
+    with pytest.raises(RequestError, match=rf"^requests\[1\]: {re.escape(message)}$"):
+        sam.remember_many([mine, theirs])
+    assert db.conn.execute("SELECT COUNT(*) FROM sources").fetchone() == (0,)
+    outcomes = sam.remember_many([theirs, mine, theirs], outcomes=True)
+    assert [(o.status, o.error) for o in outcomes] == [
+        ("failed", message),
+        ("stored", None),
+        ("failed", message),
+    ]
+    assert [i.excerpt for i in sam.search("tea").items] == ["Sam likes tea"]
+    assert ana.search("secret").items == []
+    assert [r.claim_id for r in sam.remember_many([sam.remember_request("x")])] == [None]
 
 
 # --------------------------------------------------------------------------- remember_many outcomes

@@ -87,6 +87,30 @@ def test_a_request_that_is_no_model_type_is_a_request_error(
     assert dump(db_path) == before
 
 
+def test_another_commands_request_is_a_request_error_not_a_damaged_file(
+    db: MemoryDb, db_path: str
+) -> None:
+    """``db.search(RememberRequest(...))`` (or ``db.delete(CorrectRequest(...))``) failed inside
+    the store on a missing attribute and was reported as a damaged file: ``database content is
+    not what zkr expects: AttributeError: 'RememberRequest' object has no attribute 'query'``."""
+    stored = remember(db, "already here")
+    before = dump(db_path)
+    a_remember = RememberRequest(T, P, SourceKind.CONVERSATION, "x", 1, 1)
+    with pytest.raises(RequestError, match=r"^invalid type: RememberRequest, expected Search"):
+        db.search(a_remember)  # type: ignore[arg-type]
+    correction = CorrectRequest(T, P, "no-such-claim", "t", "v", 30, 30)
+    with pytest.raises(RequestError, match=r"^invalid type: CorrectRequest, expected Delete"):
+        db.delete(correction)  # type: ignore[arg-type]
+    with pytest.raises(
+        RequestError, match=r"^requests\[1\]: invalid type: SearchRequest, expected Remember"
+    ):
+        db.remember_many([a_remember, SearchRequest(T, P, "q")])  # type: ignore[list-item]
+    outcomes = db.remember_many([SearchRequest(T, P, "q")], outcomes=True)  # type: ignore[list-item]
+    assert outcomes[0].error == "invalid type: SearchRequest, expected RememberRequest"
+    assert dump(db_path) == before
+    assert db.delete(DeleteRequest(T, P, stored.source_id, 20)).source_id == stored.source_id
+
+
 def test_limits_are_unsigned(db: MemoryDb) -> None:
     with pytest.raises(RequestError, match="field `limit`"):
         db.search(SearchRequest(T, P, "q", -1))

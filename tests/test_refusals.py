@@ -29,6 +29,15 @@ REMEMBER = {
     "captured_at": 10,
     "recorded_at": 10,
 }
+CLAIM = {
+    "subject": "Sam",
+    "predicate": "employer",
+    "value": "Acme",
+    "kind": "fact",
+    "valid_from": 10,
+    "processing_state": "pending",  # legal with tier short_term only
+    "tier": "short_term",
+}
 
 
 def _other_app(path: Path, *, wal: bool = False) -> bytes:
@@ -99,6 +108,10 @@ def test_real_unversioned_zkr_files_still_upgrade(tmp_path: Path) -> None:
         ("remember", json.dumps({**REMEMBER, "text": "   "}).encode()),
         ("remember", json.dumps({**REMEMBER, "captured_at": 1.5}).encode()),
         ("search", b" " * (1_048_577)),
+        # a claim that fails its checks, without an ingestion key (no replay can skip them):
+        # the file was created and migrated before the claim was looked at
+        ("remember", json.dumps({**REMEMBER, "claim": {**CLAIM, "subject": " "}}).encode()),
+        ("remember", json.dumps({**REMEMBER, "claim": {**CLAIM, "tier": "archive"}}).encode()),
     ],
 )
 def test_a_failing_request_never_creates_the_file(

@@ -178,3 +178,38 @@ def test_a_wal_file_in_a_directory_that_takes_no_new_file_says_why(tmp_path: Pat
         f" ({path} is in WAL mode: SQLite must create {path}-shm beside it even to read it, "
         "so its directory must be writable)"
     )
+
+
+def test_a_device_fifo_or_socket_is_refused_before_sqlite_writes_beside_it(
+    tmp_path: Path,
+) -> None:
+    """``--db /dev/null`` (or ``/dev/zero``) was read by SQLite as an empty database: zkr wrote
+    the schema into it, failed with a bare ``disk I/O error`` and left a hot ``/dev/null-journal``
+    in ``/dev`` (newcomer finding). A FIFO failed the same way."""
+    import os
+    import socket
+
+    fifo = tmp_path / "pipe.db"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock.db"
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(sock_path))
+    targets = [str(fifo), str(sock_path), f"file:{fifo}?mode=rw", "/dev/null"]
+    stray = "/dev/null-journal"
+    had_stray = os.path.exists(stray)
+    try:
+        for target in targets:
+            request = {**REQUEST, "text": "x"}
+            message = cli(target, "remember", request).error()
+            assert message == f"unable to open database file: {target} is not a regular file"
+            with pytest.raises(StorageError, match="is not a regular file"):
+                MemoryDb.open(target)
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.db", "sock.db"]
+        assert os.path.exists(stray) == had_stray
+    finally:
+        sock.close()
+        if not had_stray and os.path.exists(stray):
+            os.remove(stray)  # left by the code before the fix
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "real.db")  # a dangling link to a regular file still works
+    assert cli(str(link), "remember", {**REQUEST, "text": "x"}).code == 0

@@ -26,13 +26,13 @@ def refuse_throwaway(path: str) -> None:
             f"--db {rust_debug(path)} is a database that vanishes when this process ends;"
             " give a file path or a postgresql:// URL"
         )
-    if not path.strip() or not _uri_name(path).strip():
+    if not path.strip() or not uri_file_name(path).strip():
         raise RequestError(
             f"--db {rust_debug(path)} is blank; give a file path or a postgresql:// URL"
         )
 
 
-def _uri_name(path: str) -> str:
+def uri_file_name(path: str) -> str:
     """The file name a SQLite ``file:`` URI opens (percent-decoded, without its authority,
     query and fragment); ``path`` itself when it is not such a URI."""
     if not path.startswith("file:"):
@@ -55,7 +55,7 @@ def _throwaway_uri(path: str) -> bool:
 
     query = path[5:].partition("#")[0].partition("?")[2]
     modes = [value for key, value in parse_qsl(query, keep_blank_values=True) if key == "mode"]
-    return _uri_name(path) in THROWAWAY_PATHS or "memory" in modes
+    return uri_file_name(path) in THROWAWAY_PATHS or "memory" in modes
 
 
 def rust_debug(name: str) -> str:

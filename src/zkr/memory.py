@@ -215,7 +215,7 @@ class MemoryDb:
         the original ids and writes nothing. Raises ``InvalidInput`` (blank text, illegal
         claim state, bad locator, key reused with another payload) and ``NotFound`` when the
         key's original memory was deleted."""
-        model.validate(req)
+        model.validate(req, model.RememberRequest)
         from zkr.store import write
 
         with self._lock:
@@ -262,7 +262,7 @@ class MemoryDb:
             failed: dict[int, str] = {}
             for index, req in enumerate(batch):
                 try:
-                    model.validate(req)
+                    model.validate(req, model.RememberRequest)
                     checked.append(req)
                 except ZkrError as exc:
                     failed[index] = exc.message
@@ -276,7 +276,7 @@ class MemoryDb:
             ]
         for index, req in enumerate(batch):
             with write.at_request(index):
-                model.validate(req)
+                model.validate(req, model.RememberRequest)
         with self._lock:
             return write.remember_many(self.conn, batch)
 
@@ -323,7 +323,7 @@ class MemoryDb:
     def locator(self, req: model.LocatorRequest) -> model.Locator | None:
         """The transcript locator of live evidence in scope, or ``None`` when it has none
         (spec/lifecycle.md §3.2). Raises ``NotFound`` for unknown or tombstoned evidence."""
-        model.validate(req)
+        model.validate(req, model.LocatorRequest)
         from zkr.store import write
 
         with self._lock:
@@ -341,7 +341,7 @@ class MemoryDb:
             vector = model.real_vector(query.vector, "query_embedding.vector")
             if vector is not query.vector:
                 req = req._replace(query_embedding=query._replace(vector=vector))
-        model.validate(req)
+        model.validate(req, model.SearchRequest)
         from zkr.store import retrieval
 
         with self._lock:
@@ -352,7 +352,7 @@ class MemoryDb:
         for ``req.query``, the current profile entries and the latest daily reviews, within
         ``req.max_bytes`` UTF-8 bytes (:func:`zkr.context.build_context`; zkr's own command).
         Read-only; three reads, each on its own snapshot."""
-        model.validate(req)
+        model.validate(req, model.ContextRequest)
         from zkr.context import build_context
 
         return build_context(
@@ -370,7 +370,7 @@ class MemoryDb:
     def get(self, req: model.GetRequest) -> model.RetrievalItem:
         """One live record as a cited item, relevance 10000 (spec/retrieval.md §8). Read-only.
         Raises ``NotFound`` when the target is missing, out of scope or not live."""
-        model.validate(req)
+        model.validate(req, model.GetRequest)
         from zkr.store import retrieval
 
         with self._lock:
@@ -381,7 +381,7 @@ class MemoryDb:
         """Supersede an accepted claim with a corrected value backed by new correction
         evidence (spec/lifecycle.md §3.3). Raises ``NotFound`` for an unknown claim and
         ``InvalidInput`` when the claim is not accepted or the times run backwards."""
-        model.validate(req)
+        model.validate(req, model.CorrectRequest)
         from zkr.store import lifecycle
 
         with self._lock:
@@ -392,7 +392,7 @@ class MemoryDb:
         (spec/lifecycle.md §3.4); an identical link is a no-op. Raises ``NotFound`` for a claim
         that is not accepted or evidence that is not live, ``InvalidInput`` for a confidence
         above 10000 basis points or a conflicting existing link."""
-        model.validate(req)
+        model.validate(req, model.LinkRequest)
         from zkr.store import lifecycle
 
         with self._lock:
@@ -403,7 +403,7 @@ class MemoryDb:
         """Move a processed ``short_term`` claim to ``long_term`` (spec/lifecycle.md §3.5).
         Raises ``StorageError('Query returned no rows')`` for an unknown claim and
         ``InvalidInput`` for a claim in another tier or state."""
-        model.validate(req)
+        model.validate(req, model.ClaimTierRequest)
         from zkr.store import lifecycle
 
         with self._lock:
@@ -412,7 +412,7 @@ class MemoryDb:
     def archive(self, req: model.ClaimTierRequest) -> model.ClaimTierResult:
         """Move a processed, non-superseded claim to the archive tier, out of live retrieval
         (spec/lifecycle.md §3.6); already archived is a no-op. Raises as :meth:`promote`."""
-        model.validate(req)
+        model.validate(req, model.ClaimTierRequest)
         from zkr.store import lifecycle
 
         with self._lock:
@@ -422,7 +422,7 @@ class MemoryDb:
         """Tombstone a source and its evidence and retract the claims only it supported
         (spec/lifecycle.md §3.7). Raises ``NotFound`` for an unknown or deleted source and
         ``InvalidInput`` when ``deleted_at`` predates what it affects."""
-        model.validate(req)
+        model.validate(req, model.DeleteRequest)
         from zkr.store import lifecycle
 
         with self._lock:
@@ -432,7 +432,7 @@ class MemoryDb:
         """Project a live ``profile_fact`` claim into the current profile (spec/lifecycle.md
         §3.8); an identical entry is returned without a write. Raises ``NotFound`` for a claim
         that is not live, ``InvalidInput`` for a claim of another kind."""
-        model.validate(req)
+        model.validate(req, model.ProfileRequest)
         from zkr.store import profiles
 
         with self._lock:
@@ -441,7 +441,7 @@ class MemoryDb:
     def profiles(self, req: model.LimitRequest) -> list[model.ProfileEntry]:
         """At most ``limit`` live profile entries, newest first (spec/lifecycle.md §3.9).
         Read-only. Raises ``InvalidInput`` for a blank scope or a page over 1,000,000 bytes."""
-        model.validate(req)
+        model.validate(req, model.LimitRequest)
         from zkr.store import profiles
 
         with self._lock:
@@ -451,7 +451,7 @@ class MemoryDb:
         """Store a daily review citing live evidence (spec/lifecycle.md §3.10); every call
         stores a new review. Raises ``InvalidInput`` for blank fields, no evidence or a cited
         id that is not live evidence in scope."""
-        model.validate(req)
+        model.validate(req, model.ReviewRequest)
         from zkr.store import profiles
 
         with self._lock:
@@ -460,7 +460,7 @@ class MemoryDb:
     def reviews(self, req: model.LimitRequest) -> list[model.DailyReview]:
         """At most ``limit`` daily reviews, latest day first (spec/lifecycle.md §3.11).
         Read-only. Raises ``InvalidInput`` for a blank scope or a page over 1,000,000 bytes."""
-        model.validate(req)
+        model.validate(req, model.LimitRequest)
         from zkr.store import profiles
 
         with self._lock:
@@ -470,7 +470,7 @@ class MemoryDb:
         """Drain at most ``limit`` rows of the projection-repair outbox, dropping stale
         projections of the targets they name (spec/lifecycle.md §3.12). Raises
         ``InvalidInput`` for a blank scope."""
-        model.validate(req)
+        model.validate(req, model.LimitRequest)
         from zkr.store import repair
 
         with self._lock:
@@ -481,7 +481,7 @@ class MemoryDb:
         """A source, evidence or claim in scope and its neighbourhood: evidence, links,
         correction chain, profile entries and reviews (:func:`zkr.store.inspect.trace`,
         docs/inspect.md)."""
-        model.validate(req)
+        model.validate(req, model.TraceRequest)
         from zkr.store import inspect
 
         with self._lock:
@@ -490,7 +490,7 @@ class MemoryDb:
     def lookup(self, req: model.LookupRequest) -> list[model.LookupClaim]:
         """The live (or ``as_of``) claims for a subject and predicate, with their citations
         (:func:`zkr.store.inspect.lookup`, docs/inspect.md)."""
-        model.validate(req)
+        model.validate(req, model.LookupRequest)
         from zkr.store import inspect
 
         with self._lock:
@@ -499,7 +499,7 @@ class MemoryDb:
     def browse(self, req: model.BrowseRequest) -> model.BrowsePage:
         """One page of the scope's sources and claims, newest recorded first
         (:func:`zkr.store.inspect.browse`, docs/inspect.md)."""
-        model.validate(req)
+        model.validate(req, model.BrowseRequest)
         from zkr.store import inspect
 
         with self._lock:
@@ -508,7 +508,7 @@ class MemoryDb:
     def settle(self, req: model.SettleRequest) -> model.SettleResult:
         """Move a pending or blocked claim to processed (or pending to blocked), with a feed
         commit replicas apply (:func:`zkr.store.settle.settle`, docs/inspect.md)."""
-        model.validate(req)
+        model.validate(req, model.SettleRequest)
         from zkr.store import settle
 
         with self._lock:
@@ -518,7 +518,7 @@ class MemoryDb:
         """Blank the text of tombstoned sources everywhere in the file, feed included, or with
         ``dry_run`` (the default) report what would be erased (docs/erase.md,
         :func:`zkr.store.erase.erase`)."""
-        model.validate(req)
+        model.validate(req, model.EraseRequest)
         from zkr.store import erase
 
         with self._lock:
@@ -529,7 +529,7 @@ class MemoryDb:
         """Missing and stale embedding inputs of one model/version, at most ``limit`` and
         1,000,000 bytes (spec/retrieval.md §10). Read-only. Raises ``InvalidInput`` for blank
         scope/model/version or one issue larger than the page."""
-        model.validate(req)
+        model.validate(req, model.ProjectionsRequest)
         from zkr.store import embeddings
 
         with self._lock:
@@ -545,7 +545,7 @@ class MemoryDb:
             vector = model.real_vector(req.embedding.vector, "embedding.vector")
             if vector is not req.embedding.vector:
                 req = req._replace(embedding=req.embedding._replace(vector=vector))
-        model.validate(req)
+        model.validate(req, model.EmbedRequest)
         from zkr.store import embeddings
 
         with self._lock:
@@ -573,7 +573,7 @@ class MemoryDb:
         from zkr.errors import InvalidInput
         from zkr.text import require_scope, require_text
 
-        model.validate(req)
+        model.validate(req, model.EmbedPendingRequest)
         if req.model is not None:  # blank is not "the default": a typo must not pick a model
             require_text(req.model, "model")
         scope: tuple[str, str] | None = None
@@ -594,7 +594,7 @@ class MemoryDb:
     def export(self, req: model.ExportRequest) -> model.ExportPage:
         """One page of the scope's commit feed (spec/sync.md §3). Read-only, one snapshot.
         Raises ``InvalidInput`` for the cursor and format rules of §3.2."""
-        model.validate(req)
+        model.validate(req, model.ExportRequest)
         from zkr.store import export
 
         with self._lock:
@@ -605,7 +605,7 @@ class MemoryDb:
         (spec/sync.md §4). Raises ``RequestError`` for a record that does not parse,
         ``InvalidInput`` for the rules of §4.2/§4.5 and for a record whose id another scope
         holds (one message, docs/decisions-sync.md); any error writes nothing."""
-        model.validate(req)
+        model.validate(req, model.ApplyRequest)
         from zkr.store import apply
 
         with self._lock:

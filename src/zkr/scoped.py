@@ -30,7 +30,11 @@ Defaults:
 * A claim may be a :class:`~zkr.model.ClaimInput` or a mapping with ``subject``, ``predicate``,
   ``value`` and optionally ``kind`` (default ``fact``), ``valid_from``, ``tier``,
   ``processing_state``. A locator may be a :class:`~zkr.model.Locator` or a mapping with its
-  six fields. Anything else is a :class:`~zkr.errors.RequestError` naming the field.
+  six fields; ``as_of`` an :class:`~zkr.model.AsOf`, a ``(valid_at, recorded_at)`` pair or a
+  mapping with those two keys (the CLI's JSON); ``query_embedding`` a
+  :class:`~zkr.model.QueryEmbedding` or a mapping with ``vector``, ``model``, ``version``;
+  ``browse``'s ``before`` a :class:`~zkr.model.BrowseCursor` or the JSON form of a page's
+  ``next``. Anything else is a :class:`~zkr.errors.RequestError` naming the field.
 
 Results are the same typed values :class:`~zkr.MemoryDb` returns; errors the same exceptions.
 """
@@ -40,7 +44,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from zkr import model
 from zkr.errors import RequestError
@@ -66,6 +70,10 @@ def as_enum(cls: type[E], value: E | str, field: str) -> E:
 
 ClaimLike = model.ClaimInput | Mapping[str, Any]
 LocatorLike = model.Locator | Mapping[str, Any]
+AsOfLike = model.AsOf | tuple[int, int] | Mapping[str, Any]
+QueryEmbeddingLike = model.QueryEmbedding | Mapping[str, Any]
+CursorLike = model.BrowseCursor | Mapping[str, Any]
+R = TypeVar("R", model.Locator, model.AsOf, model.QueryEmbedding, model.BrowseCursor)
 
 _BROWSE_FILTERS = ("records", "kind", "tier", "status", "processing_state")
 # The optional fields' defaults are the request types' own, so a default lives in one place.
@@ -90,6 +98,32 @@ def _check_mapping(
     for name in required:
         if name not in value:
             raise RequestError(f"field `{field}`: missing field `{name}`")
+
+
+def _record(value: object, cls: type[R], field: str) -> R:
+    """``value`` as a ``cls`` (one of the request's nested records): itself, or a mapping with
+    exactly the record's fields (its JSON form); anything else is a ``RequestError`` naming
+    ``field`` (a ``dict`` spread into a pair, or an ``int``, failed with a bare ``TypeError``)."""
+    if isinstance(value, cls):
+        return value
+    if cls is model.AsOf and isinstance(value, tuple | list):  # the documented pair
+        if len(value) != 2:
+            raise RequestError(
+                f"field `{field}`: expected (valid_at, recorded_at), got {len(value)} values"
+            )
+        return cls(*value)
+    if cls is model.AsOf and not isinstance(value, Mapping):
+        raise RequestError(
+            f"field `{field}`: invalid type: {type(value).__name__}, expected (valid_at,"
+            " recorded_at) or a mapping"
+        )
+    fields = cls._fields
+    _check_mapping(value, field, fields, fields)
+    return cls(**cast(Mapping[str, Any], value))
+
+
+def _optional_record(value: object, cls: type[R], field: str) -> R | None:
+    return None if value is None else _record(value, cls, field)
 
 
 class ScopedMemory:
@@ -154,10 +188,7 @@ class ScopedMemory:
         """The full :class:`~zkr.model.RememberRequest` :meth:`remember` would send."""
         recorded = self._at(recorded_at)
         captured = recorded if captured_at is None else captured_at
-        loc = locator
-        if loc is not None and not isinstance(loc, model.Locator):
-            _check_mapping(loc, "locator", model.Locator._fields, model.Locator._fields)
-            loc = model.Locator(**loc)
+        loc = _optional_record(locator, model.Locator, "locator")
         return model.RememberRequest(
             self.tenant_id,
             self.person_id,
@@ -198,8 +229,38 @@ class ScopedMemory:
     def remember_many(
         self, requests: Iterable[model.RememberRequest], *, outcomes: bool = False
     ) -> list[Any]:
-        """:meth:`MemoryDb.remember_many` for requests built with :meth:`remember_request`."""
-        return self.db.remember_many(requests, outcomes=outcomes)
+        """:meth:`MemoryDb.remember_many` for requests built with :meth:`remember_request`.
+
+        A request of another scope (built by another handle, or by hand) is refused like a bad
+        request: a :class:`~zkr.errors.RequestError` prefixed with its index, or with
+        ``outcomes`` a ``failed`` outcome while the rest are stored. (It was stored in its own
+        scope: a handle wrote outside the one scope it stands for.)"""
+        try:
+            batch = list(requests)
+        except TypeError:  # MemoryDb's own error for a value that is no iterable
+            return self.db.remember_many(requests, outcomes=outcomes)
+        scope = (self.tenant_id, self.person_id)
+        foreign = {
+            index: f"requests[{index}]: scope ({req.tenant_id}, {req.person_id}) is not this"
+            f" handle's ({self.tenant_id}, {self.person_id})"
+            for index, req in enumerate(batch)
+            if isinstance(req, model.RememberRequest) and (req.tenant_id, req.person_id) != scope
+        }
+        if not foreign:
+            return self.db.remember_many(batch, outcomes=outcomes)
+        if not outcomes:
+            raise RequestError(foreign[min(foreign)])
+        done = iter(
+            self.db.remember_many(
+                [req for index, req in enumerate(batch) if index not in foreign], outcomes=True
+            )
+        )
+        return [
+            model.RememberOutcome("failed", None, foreign[index].partition(": ")[2])
+            if index in foreign
+            else next(done)
+            for index in range(len(batch))
+        ]
 
     def locator(self, evidence_id: str) -> model.Locator | None:
         """The transcript locator of live evidence, or ``None``."""
@@ -211,18 +272,19 @@ class ScopedMemory:
         query: str,
         *,
         limit: int = 10,
-        as_of: model.AsOf | tuple[int, int] | None = None,
-        query_embedding: model.QueryEmbedding | None = None,
+        as_of: AsOfLike | None = None,
+        query_embedding: QueryEmbeddingLike | None = None,
     ) -> model.RetrievalPack:
-        """A cited retrieval pack; ``as_of`` is ``(valid_at, recorded_at)``."""
+        """A cited retrieval pack; ``as_of`` is ``(valid_at, recorded_at)`` (or an
+        :class:`~zkr.model.AsOf`, or a mapping with those keys)."""
         return self.db.search(
             model.SearchRequest(
                 self.tenant_id,
                 self.person_id,
                 query,
                 limit,
-                query_embedding,
-                None if as_of is None else model.AsOf(*as_of),
+                _optional_record(query_embedding, model.QueryEmbedding, "query_embedding"),
+                _optional_record(as_of, model.AsOf, "as_of"),
             )
         )
 
@@ -408,7 +470,7 @@ class ScopedMemory:
         return self.db.trace(model.TraceRequest(self.tenant_id, self.person_id, target))
 
     def lookup(
-        self, subject: str, predicate: str, as_of: model.AsOf | tuple[int, int] | None = None
+        self, subject: str, predicate: str, as_of: AsOfLike | None = None
     ) -> list[model.LookupClaim]:
         """The current (or ``as_of``) claims for a subject and predicate."""
         return self.db.lookup(
@@ -417,19 +479,25 @@ class ScopedMemory:
                 self.person_id,
                 subject,
                 predicate,
-                None if as_of is None else model.AsOf(*as_of),
+                _optional_record(as_of, model.AsOf, "as_of"),
             )
         )
 
     def browse(
-        self, limit: int = 20, before: model.BrowseCursor | None = None, **filters: str
+        self, limit: int = 20, before: CursorLike | None = None, **filters: str
     ) -> model.BrowsePage:
         """One timeline page; ``filters`` are ``records``, ``kind``, ``tier``, ``status``,
         ``processing_state`` (see :class:`~zkr.model.BrowseRequest`); another name is a
         ``RequestError``."""
         _check_mapping(filters, "filters", _BROWSE_FILTERS, ())
         return self.db.browse(
-            model.BrowseRequest(self.tenant_id, self.person_id, limit, before=before, **filters)
+            model.BrowseRequest(
+                self.tenant_id,
+                self.person_id,
+                limit,
+                before=_optional_record(before, model.BrowseCursor, "before"),
+                **filters,
+            )
         )
 
     def settle(

@@ -38,7 +38,7 @@ Checker = Callable[[Any], None]
 _CHECKERS: dict[type, tuple[tuple[str, Checker], ...]] = {}
 
 
-def validate(value: Any) -> None:
+def validate(value: Any, expected: type | None = None) -> None:
     """Check a request built in Python against the rules the CLI decoder enforces.
 
     Library callers construct requests directly, so a ``float`` timestamp (``time.time()``),
@@ -46,15 +46,19 @@ def validate(value: Any) -> None:
     with a lone surrogate must fail here, as :class:`~zkr.errors.RequestError` naming the
     field, before anything is written. :class:`zkr.MemoryDb` calls this on every request.
     A value that is not a :mod:`zkr.model` type at all (a ``dict``, ``None``) is a
-    ``RequestError`` too.
+    ``RequestError`` too, and so, when ``expected`` names the method's request class, is
+    another command's request (``db.search(RememberRequest(...))``).
     """
     cls = type(value)
     checkers = _CHECKERS.get(cls)
+    if checkers is None and not (issubclass(cls, tuple) and cls.__module__.startswith("zkr.model")):
+        # a dict or None has no fields to check: it would fail inside the store, where any
+        # error is blamed on the file ("database content is not what zkr expects")
+        raise RequestError(f"invalid type: {cls.__name__}, expected a zkr.model request")
+    if expected is not None and not isinstance(value, expected):
+        # the same: a field the store reads is missing and the file would take the blame
+        raise RequestError(f"invalid type: {cls.__name__}, expected {expected.__name__}")
     if checkers is None:
-        if not (issubclass(cls, tuple) and cls.__module__.startswith("zkr.model")):
-            # a dict or None has no fields to check: it would fail inside the store, where any
-            # error is blamed on the file ("database content is not what zkr expects")
-            raise RequestError(f"invalid type: {cls.__name__}, expected a zkr.model request")
         checkers = _CHECKERS[cls] = tuple(
             (name, _checker(annotation, name)) for name, annotation in _annotations(cls).items()
         )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -66,6 +67,7 @@ def connect(path: str) -> sqlite3.Connection:
         return cast(sqlite3.Connection, pg.connect(path))
     from zkr.store.indexes import ensure_extra_indexes
 
+    _refuse_special_file(path)
     try:
         conn = sqlite3.connect(
             path,
@@ -99,6 +101,22 @@ def connect(path: str) -> sqlite3.Connection:
             message += _wal_hint(path)
         raise StorageError(message) from None
     return conn
+
+
+def _refuse_special_file(path: str) -> None:
+    """Raise ``StorageError`` (``unable to open database file: PATH is not a regular file``)
+    when ``path`` names an existing device, FIFO or socket. SQLite reads ``/dev/null`` or
+    ``/dev/zero`` as an empty database: zkr then wrote the schema into it, failed with a bare
+    ``disk I/O error`` and left a hot ``/dev/null-journal`` behind. A missing file (created),
+    a directory (SQLite's own refusal) and a symlink to a regular file pass."""
+    from zkr.dbpath import uri_file_name
+
+    try:
+        mode = os.stat(uri_file_name(path)).st_mode
+    except (OSError, ValueError):  # missing (SQLite creates it or says why it cannot)
+        return
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+        raise StorageError(f"unable to open database file: {path} is not a regular file")
 
 
 def _wal_hint(path: str) -> str:

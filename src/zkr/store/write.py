@@ -161,6 +161,10 @@ def check_request(req: RememberRequest) -> None:
         validate_locator(req.locator)
     if req.ingestion_key is not None:
         require_text(req.ingestion_key, "ingestion_key")
+    elif req.claim is not None:
+        # Without a key no replay can skip the claim's checks (§3.1 step 5), so they need no
+        # database either: a bad claim fails before the file is created or migrated.
+        validate_claim(req.claim)
 
 
 def remember_in_tx(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
