@@ -4,10 +4,11 @@ the file the server opened, and when its write-ahead log is checkpointed.
 **The file under the server.** SQLite keeps writing to the file it opened, even when that file
 was deleted or replaced (``rm``, ``mv``, a restored backup): the writes would go to an unlinked
 inode and be lost. Before and after each request the server compares the device and inode at
-``PATH`` with the ones it opened (:class:`FileWatch`, one ``stat`` each); when they differ it
-answers that request with an error instead of its result (a write it ran is never acknowledged),
-writes the same error on stderr and exits with status 1, so a host restarts it on the current
-file.
+``PATH`` with the ones it opened (:class:`FileWatch`); when they differ it answers that request
+with an error instead of its result (a write it ran is never acknowledged), writes the same
+error on stderr and exits with status 1, so a host restarts it on the current file. While the
+directory holding ``PATH`` has not changed since a full check, one ``stat`` of that directory
+stands for the three of the file and its two side files (:meth:`FileWatch.problem`).
 
 **Checkpoints.** SQLite copies the write-ahead log back into the file (a checkpoint: two
 ``fdatasync``, 3-10 ms) once the log holds 1000 frames, inside the commit that crosses it, so
@@ -23,6 +24,7 @@ import os
 import sqlite3
 import stat
 import sys
+import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
 
@@ -30,15 +32,30 @@ if TYPE_CHECKING:
     from zkr.memory import MemoryDb
 
 SIDE_FILES = {"-wal": "write-ahead log", "-shm": "shared-memory index"}  # SQLite's, WAL mode
+SETTLED_NS = 3_000_000_000
+"""How much older than a check the directory's change time must be for :class:`FileWatch` to
+keep its stamp: more than a clock tick and than the coarsest timestamp unit (FAT's 2 s)."""
 
 
 class FileWatch:
     """The database file a server opened, by device and inode, checked around each request.
 
     ``path`` is stat-ed once at construction (right after the database was opened); a path
-    that is not a regular file (a PostgreSQL DSN, say) is not watched. :meth:`problem` costs
+    that is not a regular file (a PostgreSQL DSN, say) is not watched. A full check costs
     three ``os.stat`` (the file, its write-ahead log and its shared-memory index); once it has
     found one gone or replaced, :attr:`lost` keeps its message.
+
+    **The directory's stamp.** Deleting, renaming, replacing or creating a name in a directory
+    sets the directory's change time (POSIX: ``unlink``, ``rename``, ``link``, ``open`` with
+    ``O_CREAT``), so while the directory holding ``path`` has the device, inode, modification
+    and change times a full check found, every name in it still names the inode it named then:
+    :meth:`problem` is one ``stat`` of the directory (taken through the path, so a renamed or
+    re-pointed ancestor is a changed stamp too), and a full check only when the stamp moved. A
+    stamp is kept only when the directory's change time is at least :data:`SETTLED_NS` older
+    than the check: a change landing in the same clock tick (or timestamp unit: 1 s on some
+    file systems, 2 s on FAT) as the previous one could leave the time unchanged. A ``path``
+    that is itself a symbolic link is always checked in full (its target's directory may
+    change without its own).
 
     ``PATH-wal`` and ``PATH-shm`` are watched the same way from the first check that finds them:
     the server's connection keeps them open, so SQLite never removes them under a running
@@ -47,18 +64,25 @@ class FileWatch:
     server and a new process keep two indexes of one log and overwrite each other's commits.
     """
 
+    stampable = False
+
     def __init__(self, path: str, server: str = "zkr serve") -> None:
         self.path = os.path.abspath(path)
         self.server = server  # named in the message: what to restart
         self.lost: str | None = None
         self.identity: tuple[int, int] | None = None
         self.side_identity: dict[str, tuple[int, int]] = {}  # PATH-wal, PATH-shm once seen
+        self.directory = os.path.dirname(self.path)
+        self.stamp: tuple[int, int, int, int] | None = None  # the directory, when settled
+        self.full_checks = 0
         try:
             info = os.stat(self.path)
+            linked = os.path.islink(self.path)
         except (OSError, ValueError):
             return
         if stat.S_ISREG(info.st_mode):
             self.identity = (info.st_dev, info.st_ino)
+            self.stampable = not linked
             for suffix in SIDE_FILES:
                 self._side_problem(suffix)
 
@@ -66,6 +90,12 @@ class FileWatch:
         """``None`` while ``path`` is still the opened file; else the error message."""
         if self.lost is not None or self.identity is None:
             return self.lost
+        if self.stamp is not None and self._directory_stamp() == self.stamp:
+            return None
+        self.full_checks += 1
+        now = time.time_ns()
+        stamp = self._directory_stamp() if self.stampable else None
+        self.stamp = None
         try:
             info = os.stat(self.path)
             what = None if (info.st_dev, info.st_ino) == self.identity else "replaced"
@@ -82,7 +112,18 @@ class FileWatch:
                 f"{name} was {what} while {self.server} had it open;"
                 f" nothing more is read or written through the old file: restart {self.server}"
             )
+        elif stamp is not None and stamp[3] < now - SETTLED_NS:
+            self.stamp = stamp  # taken before the three checks: a later change moves it
         return self.lost
+
+    def _directory_stamp(self) -> tuple[int, int, int, int] | None:
+        """Device, inode, modification and change time (ns) of the directory holding ``path``,
+        or ``None`` when it cannot be read."""
+        try:
+            info = os.stat(self.directory)
+        except OSError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_mtime_ns, info.st_ctime_ns)
 
     def close(self, database: MemoryDb) -> None:
         """Close ``database`` at the end of a server, unless its file was lost.
