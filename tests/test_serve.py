@@ -492,13 +492,13 @@ def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:
 
 @pytest.mark.parametrize("how", ["shm deleted", "wal replaced", "file replaced", "dir renamed"])
 def test_the_file_watch_trusts_a_settled_directory_and_sees_every_change_in_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
+    tmp_path: Path, how: str
 ) -> None:
-    """Once the directory holding the file has not changed for ``SETTLED_NS`` (shortened here
-    from 3 s), a check is one ``stat`` of the directory, not a full check of the three files;
+    """Once the directory holding the file has not changed for ``SETTLED_NS`` (50 ms here as in
+    the server), a check is one ``stat`` of the directory, not a full check of the three files;
     any deletion or replacement in it (or a rename of the directory) moves its stamp, so the
     next check is a full one and reports the change."""
-    monkeypatch.setattr(servefile, "SETTLED_NS", 50_000_000)
+    assert servefile.SETTLED_NS == 50_000_000
     folder = tmp_path / "store"
     folder.mkdir()
     db_path = str(folder / "m.db")
@@ -506,12 +506,11 @@ def test_the_file_watch_trusts_a_settled_directory_and_sees_every_change_in_it(
         line = json.dumps({"id": "r", "command": "remember", "request": sam_acme()}).encode()
         assert json.loads(answer(database, line))["ok"]["source_id"]  # -wal and -shm exist
         watch = FileWatch(db_path)
-        assert watch.problem() is None and watch.full_checks == 1  # too recent: no stamp yet
         time.sleep(0.2)
-        assert watch.problem() is None and watch.full_checks == 2  # settled: stamp kept
+        assert watch.problem() is None and watch.full_checks == 1  # settled: the stamp is kept
         for _ in range(3):
             assert json.loads(answer(database, line, watch))["ok"]["source_id"]
-        assert watch.full_checks == 2  # six checks, each one stat of the directory
+        assert watch.full_checks == 1  # six checks, each one stat of the directory
         if how == "shm deleted":
             os.unlink(db_path + "-shm")
         elif how == "wal replaced":
@@ -523,7 +522,7 @@ def test_the_file_watch_trusts_a_settled_directory_and_sees_every_change_in_it(
         else:
             folder.rename(tmp_path / "moved")
         lost = json.loads(answer(database, line, watch))
-        assert watch.full_checks == 3 and lost["id"] == "r"
+        assert watch.full_checks == 2 and lost["id"] == "r"
         what = {"shm deleted": "deleted", "dir renamed": "deleted"}.get(how, "replaced")
         assert f"was {what} while zkr serve had it open" in lost["error"]
         if how == "dir renamed":
@@ -536,6 +535,15 @@ def test_the_file_watch_trusts_a_settled_directory_and_sees_every_change_in_it(
     for _ in range(3):
         linked.problem()
     assert linked.full_checks == 3  # a symbolic link's target may move without its directory
+
+
+def test_a_directory_with_whole_second_times_must_settle_for_three_seconds() -> None:
+    """The file watch's wait before it trusts a directory's change time is 50 ms for fine
+    timestamps and three timestamp units for coarse ones (1 s or 2 s: whole seconds)."""
+    assert servefile.settle_time(1_733_000_000_123_456_789) == 50_000_000
+    assert servefile.settle_time(1_733_000_000_120_000_000) == 50_000_000
+    assert servefile.settle_time(1_733_000_001_000_000_000) == 3_000_000_000
+    assert servefile.settle_time(1_733_000_002_000_000_000) == 3_000_000_000
 
 
 @pytest.mark.parametrize("server_command", ["serve", "mcp"])

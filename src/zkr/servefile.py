@@ -32,9 +32,23 @@ if TYPE_CHECKING:
     from zkr.memory import MemoryDb
 
 SIDE_FILES = {"-wal": "write-ahead log", "-shm": "shared-memory index"}  # SQLite's, WAL mode
-SETTLED_NS = 3_000_000_000
+SETTLED_NS = 50_000_000
 """How much older than a check the directory's change time must be for :class:`FileWatch` to
-keep its stamp: more than a clock tick and than the coarsest timestamp unit (FAT's 2 s)."""
+keep its stamp, on a file system with fine timestamps: several ticks of the kernel's coarse
+clock (1-10 ms), which stamps changes. Coarse timestamps need more (:func:`settle_time`)."""
+
+
+def settle_time(change_ns: int) -> int:
+    """How old (ns) a directory change time must be before :class:`FileWatch` trusts it:
+    :data:`SETTLED_NS`, or three of the file system's timestamp unit when that is coarser.
+
+    The unit is read off the time itself: the largest power of ten up to 1 s that divides it
+    (a file system with 1 s or 2 s timestamps gives whole seconds: 3 s). A fine time divisible
+    by more only by chance errs on the safe side (a longer wait)."""
+    unit = 1
+    while unit < 1_000_000_000 and change_ns % (unit * 10) == 0:
+        unit *= 10
+    return max(SETTLED_NS, 3 * unit)
 
 
 class FileWatch:
@@ -51,11 +65,11 @@ class FileWatch:
     and change times a full check found, every name in it still names the inode it named then:
     :meth:`problem` is one ``stat`` of the directory (taken through the path, so a renamed or
     re-pointed ancestor is a changed stamp too), and a full check only when the stamp moved. A
-    stamp is kept only when the directory's change time is at least :data:`SETTLED_NS` older
-    than the check: a change landing in the same clock tick (or timestamp unit: 1 s on some
-    file systems, 2 s on FAT) as the previous one could leave the time unchanged. A ``path``
-    that is itself a symbolic link is always checked in full (its target's directory may
-    change without its own).
+    stamp is kept only when the directory's change time is older than the check by
+    :func:`settle_time` (50 ms; 3 s on a file system with 1 s or 2 s timestamps): a change
+    landing in the same clock tick or timestamp unit as the previous one could leave the time
+    unchanged. A ``path`` that is itself a symbolic link is always checked in full (its
+    target's directory may change without its own).
 
     ``PATH-wal`` and ``PATH-shm`` are watched the same way from the first check that finds them:
     the server's connection keeps them open, so SQLite never removes them under a running
@@ -112,7 +126,7 @@ class FileWatch:
                 f"{name} was {what} while {self.server} had it open;"
                 f" nothing more is read or written through the old file: restart {self.server}"
             )
-        elif stamp is not None and stamp[3] < now - SETTLED_NS:
+        elif stamp is not None and stamp[3] < now - settle_time(stamp[3]):
             self.stamp = stamp  # taken before the three checks: a later change moves it
         return self.lost
 
