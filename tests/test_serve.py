@@ -603,6 +603,10 @@ def test_the_log_size_read_from_the_index_is_sqlites(db_path: str) -> None:
         busy, log, done = database.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         assert (busy, done) == (0, log) and pending == log > 0
         assert checkpoints.pending_frames() == 0
+        assert "ok" in json.loads(answer(database, json.dumps(line).encode()))
+        assert checkpoints.pending_frames() > 0
+        database.checkpoint()  # what the servers run between requests
+        assert checkpoints.pending_frames() == 0
     finally:
         database.close()
         checkpoints.close()

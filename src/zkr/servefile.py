@@ -16,6 +16,8 @@ one write in about 35 ``remember`` paid it. The server's connection moves that w
 requests (:class:`IdleCheckpoint`): after answering a request that wrote, it checkpoints once
 the log holds :data:`IDLE_CHECKPOINT_FRAMES` frames, while the host reads the answer; SQLite's own
 checkpoint stays as a backstop at :data:`BACKSTOP_FRAMES`, for one request that writes more.
+``zkr mcp``, whose answers the SDK sends after the tool returns, runs that checkpoint in a
+thread of its own instead (:meth:`IdleCheckpoint.after_call_in_background`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import sys
 import time
 from contextlib import suppress
 from typing import TYPE_CHECKING
+
+from zkr.errors import ZkrError
 
 if TYPE_CHECKING:
     from zkr.memory import MemoryDb
@@ -193,6 +197,8 @@ class IdleCheckpoint:
     after the answer was written, so the request that crossed the threshold is not held up by
     it (a host that sends its next request at once waits for the rest of it, as a concurrent
     writer always waited). Durability is unchanged: every commit was in the log before its answer.
+    ``zkr mcp`` runs the same checkpoint in a thread after a tool call
+    (:meth:`after_call_in_background`).
 
     The frame counts are the wal-index header's ``mxFrame`` and the checkpoint record's
     ``nBackfill`` (https://www.sqlite.org/walformat.html §2.1-2.2: native byte order at byte
@@ -202,10 +208,11 @@ class IdleCheckpoint:
     WAL mode, a PostgreSQL store, or once the file was lost (:class:`FileWatch`).
     """
 
-    def __init__(self, conn: sqlite3.Connection, shm_fd: int) -> None:
-        self.conn = conn
+    def __init__(self, database: MemoryDb, shm_fd: int) -> None:
+        self.database = database
+        self.conn = database.conn
         self.shm_fd = shm_fd
-        self.changes = conn.total_changes
+        self.changes = self.conn.total_changes
 
     @classmethod
     def start(cls, database: MemoryDb, watch: FileWatch) -> IdleCheckpoint | None:
@@ -226,7 +233,7 @@ class IdleCheckpoint:
         except sqlite3.Error:
             os.close(shm_fd)
             return None
-        return cls(conn, shm_fd)
+        return cls(database, shm_fd)
 
     def pending_frames(self) -> int:
         """Frames of the log not yet copied into the file (0 when the index is unreadable)."""
@@ -240,21 +247,44 @@ class IdleCheckpoint:
         backfilled = int.from_bytes(header[96:100], sys.byteorder)
         return max(0, frames - backfilled)
 
-    def after_request(self, watch: FileWatch | None) -> None:
-        """Checkpoint when the request just answered wrote and the log reached the threshold.
-
-        A failure (another connection holding the checkpoint lock, a full disk) is left to the
-        next attempt or to SQLite's own checkpoint: nothing of a commit depends on it."""
+    def due(self, watch: FileWatch | None) -> bool:
+        """Whether the request just answered wrote and the log reached the threshold (and the
+        file was not lost): reads ``total_changes`` and, after a write, the index header."""
         changes = self.conn.total_changes
         if changes == self.changes:
-            return
+            return False
         self.changes = changes
         if watch is not None and watch.lost is not None:
-            return
-        if self.pending_frames() < IDLE_CHECKPOINT_FRAMES:
-            return
-        with suppress(sqlite3.Error):  # (one request at a time: the connection is free)
-            self.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+            return False
+        return self.pending_frames() >= IDLE_CHECKPOINT_FRAMES
+
+    def checkpoint(self, watch: FileWatch | None = None) -> None:
+        """The checkpoint (:meth:`MemoryDb.checkpoint`); with ``watch``, only when a check
+        taken once no call runs finds the file still there (never through an old ``-shm``).
+        A failure (another connection holding the checkpoint lock, a full disk, the handle
+        closed meanwhile) is left to the next attempt or to SQLite's own checkpoint: nothing
+        of a commit depends on it."""
+        when = None if watch is None else (lambda: watch.problem() is None)
+        with suppress(ZkrError, sqlite3.Error):
+            self.database.checkpoint(when)
+
+    def after_request(self, watch: FileWatch | None) -> None:
+        """Checkpoint now when :meth:`due` (``zkr serve``: one request at a time, so the
+        connection is free once the response is written)."""
+        if self.due(watch):
+            self.checkpoint()  # (right after the request's own check of the file)
+
+    def after_call_in_background(self, watch: FileWatch | None) -> None:
+        """``zkr mcp``: when :meth:`due`, checkpoint in a thread of its own, so the tool call
+        that filled the log returns (and its answer is sent) at once. The thread waits for
+        the database's call lock, so it never runs inside another call, and checks the file
+        again before it checkpoints (calls may have run in between)."""
+        if self.due(watch):
+            import threading  # (not at import: the one-shot CLI never starts a thread)
+
+            threading.Thread(
+                target=self.checkpoint, args=(watch,), name="zkr-checkpoint", daemon=True
+            ).start()
 
     def close(self) -> None:
         """Close the index descriptor (after the connection was closed)."""
