@@ -709,3 +709,43 @@ def test_stdio_server_stops_on_sigint_and_sigterm(db_path: str, signum: int) -> 
     assert code == 0
     # closed cleanly: the last connection's checkpoint removed the write-ahead log
     assert not os.path.exists(db_path + "-wal")
+
+
+def test_the_server_checkpoints_between_tool_calls(db_path: str) -> None:
+    """As ``zkr serve`` does: SQLite's own checkpoint would run inside the commit that takes
+    the log past its backstop (2000 frames on the server's connection); the server takes it
+    in a thread of its own once a call has filled the log to 1000 frames, after that call
+    returned, so the log is copied back long before the backstop and every write is in the
+    file afterwards."""
+    from zkr.servefile import BACKSTOP_FRAMES, IDLE_CHECKPOINT_FRAMES
+
+    async def session() -> tuple[int, int, int]:
+        written, checkpoints, largest, previous = 0, 0, 0, 0
+        async with mcp.Client(_params(db_path)) as client:
+            _ok(await client.call_tool("remember", {"text": "Sam works at Acme"}))
+            written += 1
+            shm = os.open(db_path + "-shm", os.O_RDONLY)  # (no SQLite connection here)
+            try:
+                while checkpoints < 2:
+                    assert written < 1000, "the log was never checkpointed"
+                    text = f"Sam met Kim on day {written}"
+                    _ok(await client.call_tool("remember", {"text": text}))
+                    written += 1
+                    header = os.pread(shm, 100, 0)
+                    pending = int.from_bytes(header[16:20], sys.byteorder) - int.from_bytes(
+                        header[96:100], sys.byteorder
+                    )
+                    largest = max(largest, pending)
+                    checkpoints += pending < previous
+                    previous = pending
+            finally:
+                os.close(shm)
+        return written, largest, checkpoints
+
+    written, largest, checkpoints = asyncio.run(session())
+    assert checkpoints == 2
+    # a few calls may land between the call that filled the log and its checkpoint thread
+    assert 0 < largest < (IDLE_CHECKPOINT_FRAMES + BACKSTOP_FRAMES) // 2
+    with MemoryDb.open(db_path) as database:
+        count = database.conn.execute("SELECT count(*) FROM sources").fetchone()
+    assert count == (written,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -16,7 +17,7 @@ from typing import IO, Any
 import pytest
 
 from tests.conftest import P, T, cli, dump, sam_acme
-from zkr import MemoryDb
+from zkr import MemoryDb, servefile
 from zkr.cli import REQUEST_LIMIT
 from zkr.serve import LINE_LIMIT, answer
 from zkr.servefile import BACKSTOP_FRAMES, IDLE_CHECKPOINT_FRAMES, FileWatch, IdleCheckpoint
@@ -489,6 +490,62 @@ def test_the_file_watch_checks_before_and_after_a_request(db_path: str) -> None:
     assert FileWatch("postgresql://zkr@127.0.0.1/x").problem() is None  # not a file: unwatched
 
 
+@pytest.mark.parametrize("how", ["shm deleted", "wal replaced", "file replaced", "dir renamed"])
+def test_the_file_watch_trusts_a_settled_directory_and_sees_every_change_in_it(
+    tmp_path: Path, how: str
+) -> None:
+    """Once the directory holding the file has not changed for ``SETTLED_NS`` (50 ms here as in
+    the server), a check is one ``stat`` of the directory, not a full check of the three files;
+    any deletion or replacement in it (or a rename of the directory) moves its stamp, so the
+    next check is a full one and reports the change."""
+    assert servefile.SETTLED_NS == 50_000_000
+    folder = tmp_path / "store"
+    folder.mkdir()
+    db_path = str(folder / "m.db")
+    with MemoryDb.open(db_path) as database:
+        line = json.dumps({"id": "r", "command": "remember", "request": sam_acme()}).encode()
+        assert json.loads(answer(database, line))["ok"]["source_id"]  # -wal and -shm exist
+        watch = FileWatch(db_path)
+        time.sleep(0.2)
+        assert watch.problem() is None and watch.full_checks == 1  # settled: the stamp is kept
+        for _ in range(3):
+            assert json.loads(answer(database, line, watch))["ok"]["source_id"]
+        assert watch.full_checks == 1  # six checks, each one stat of the directory
+        if how == "shm deleted":
+            os.unlink(db_path + "-shm")
+        elif how == "wal replaced":
+            shutil.copyfile(db_path + "-wal", db_path + "-wal.new")
+            os.replace(db_path + "-wal.new", db_path + "-wal")
+        elif how == "file replaced":
+            sqlite3.connect(str(folder / "other.db")).close()
+            os.replace(folder / "other.db", db_path)
+        else:
+            folder.rename(tmp_path / "moved")
+        lost = json.loads(answer(database, line, watch))
+        assert watch.full_checks == 2 and lost["id"] == "r"
+        what = {"shm deleted": "deleted", "dir renamed": "deleted"}.get(how, "replaced")
+        assert f"was {what} while zkr serve had it open" in lost["error"]
+        if how == "dir renamed":
+            folder = tmp_path / "moved"
+        # the connection of a lost file is left open by the server; here the test ends it
+    symlink = tmp_path / "link.db"
+    symlink.symlink_to(folder / "m.db")
+    linked = FileWatch(str(symlink))
+    time.sleep(0.1)
+    for _ in range(3):
+        linked.problem()
+    assert linked.full_checks == 3  # a symbolic link's target may move without its directory
+
+
+def test_a_directory_with_whole_second_times_must_settle_for_three_seconds() -> None:
+    """The file watch's wait before it trusts a directory's change time is 50 ms for fine
+    timestamps and three timestamp units for coarse ones (1 s or 2 s: whole seconds)."""
+    assert servefile.settle_time(1_733_000_000_123_456_789) == 50_000_000
+    assert servefile.settle_time(1_733_000_000_120_000_000) == 50_000_000
+    assert servefile.settle_time(1_733_000_001_000_000_000) == 3_000_000_000
+    assert servefile.settle_time(1_733_000_002_000_000_000) == 3_000_000_000
+
+
 @pytest.mark.parametrize("server_command", ["serve", "mcp"])
 @pytest.mark.parametrize("path", ["", ":memory:", "file::memory:", "file:x?mode=memory"])
 def test_a_database_that_vanishes_at_exit_is_refused_by_the_servers(
@@ -545,6 +602,10 @@ def test_the_log_size_read_from_the_index_is_sqlites(db_path: str) -> None:
         pending = checkpoints.pending_frames()
         busy, log, done = database.conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         assert (busy, done) == (0, log) and pending == log > 0
+        assert checkpoints.pending_frames() == 0
+        assert "ok" in json.loads(answer(database, json.dumps(line).encode()))
+        assert checkpoints.pending_frames() > 0
+        database.checkpoint()  # what the servers run between requests
         assert checkpoints.pending_frames() == 0
     finally:
         database.close()

@@ -180,9 +180,11 @@ def main(argv: list[str]) -> int:
 
     long_lived()
     watch = None
+    checkpoints = None
     try:
         server = mcp_tools.build_server(database, options.tenant, options.person)
         watch = server.watch
+        checkpoints = server.checkpoints
         if options.http:
             # uvicorn shuts down on SIGTERM, then re-raises it to the handler it found: make
             # that KeyboardInterrupt (as for SIGINT), so the file is closed below and the exit
@@ -199,6 +201,8 @@ def main(argv: list[str]) -> int:
             database.close()
         else:
             watch.close(database)  # not once the file was lost (zkr.servefile.FileWatch.close)
+        if checkpoints is not None and (watch is None or watch.lost is None):
+            checkpoints.close()  # after the connection: it would drop SQLite's locks on PATH-shm
     if watch is not None:
         watch.exit_if_lost(1)
     return 0

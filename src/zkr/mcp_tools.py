@@ -39,7 +39,7 @@ from zkr.context import DEFAULT_MAX_BYTES
 from zkr.errors import RequestError, ZkrError
 from zkr.memory import MemoryDb
 from zkr.serve import run_command
-from zkr.servefile import FileWatch
+from zkr.servefile import FileWatch, IdleCheckpoint
 
 SourceKind = Literal[
     "conversation", "screen", "audio", "document", "integration", "user_correction"
@@ -221,9 +221,12 @@ class _AnsweringStream:
 class _Server(MCPServer[Any]):
     """The SDK's server, with short argument errors (:func:`argument_error`), an answer to
     every stdio line it cannot decode (:func:`undecodable_reply`) and the
-    :class:`~zkr.servefile.FileWatch` of its database (``watch``: set by :func:`build_server`)."""
+    :class:`~zkr.servefile.FileWatch` of its database (``watch``: set by :func:`build_server`)
+    and its :class:`~zkr.servefile.IdleCheckpoint` (``checkpoints``, ``None`` when not
+    applicable)."""
 
     watch: FileWatch | None = None
+    checkpoints: IdleCheckpoint | None = None
 
     async def run_stdio_async(self) -> None:
         """The SDK's stdio transport, its read stream wrapped in :class:`_AnsweringStream`."""
@@ -286,6 +289,8 @@ def build_server(
 
     watch = FileWatch(db.path, "zkr mcp")  # the file deleted or replaced under the server: refuse
     server.watch = watch  # (zkr.mcp_server: a server that lost its file must not close it)
+    checkpoints = IdleCheckpoint.start(db, watch)  # the log copied back between calls
+    server.checkpoints = checkpoints  # (zkr.mcp_server closes it after the connection)
 
     def call(command: str, request: dict[str, Any]) -> Any:
         if (lost := watch.problem()) is not None:
@@ -296,6 +301,8 @@ def build_server(
             raise ToolError(exc.message) from None
         if (lost := watch.problem()) is not None:  # never acknowledge a write that went nowhere
             raise ToolError(lost)
+        if checkpoints is not None:
+            checkpoints.after_call_in_background(watch)
         return result
 
     @server.tool(

@@ -191,6 +191,22 @@ class MemoryDb:
                 self._prime_embedded()
                 self._conn.close()
 
+    def checkpoint(self, when: Callable[[], bool] | None = None) -> None:
+        """Copy the write-ahead log's committed pages back into the file now, without waiting
+        for other connections (SQLite's ``PASSIVE`` checkpoint: what its automatic checkpoint
+        does inside the commit that fills the log). Nothing stored changes; the long-lived
+        servers call it between requests (:class:`zkr.servefile.IdleCheckpoint`).
+
+        Waits for a call running in another thread; ``when`` (if given) is then asked, with no
+        call running, whether to go on (a server's check that its file is still there). Does
+        nothing on a closed handle or a PostgreSQL store. Raises
+        :class:`~zkr.errors.StorageError` when SQLite cannot do it (a full disk)."""
+        with self._lock:
+            if self._closed or self._conn is None or getattr(self._conn, "zkr_dialect", None):
+                return
+            if when is None or when():
+                self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def _prime_embedded(self) -> None:
         from zkr.store import priming
 
