@@ -84,8 +84,9 @@ HELP: dict[str, CommandHelp] = {
             "min_relevance_basis_points  int, default 0: drop items ranked below",
         ),
         _ex(query="where does Sam work", max_bytes=2000),
-        '{"bytes": int, "items": [search item], "profiles": [profile entry],'
-        ' "reviews": [review], "text": string} (only what fits in text)',
+        '{"bytes": int, "items": [search item], "left_out": {"items", "profiles",'
+        ' "reviews"} (counts found but not fitting), "profiles": [profile entry],'
+        ' "reviews": [review], "text": string} (lists hold only what fits in text)',
     ),
     "get": CommandHelp(
         ("target          {kind: source|evidence|claim, id}: a live record",),
