@@ -279,7 +279,7 @@ def test_scope_context_is_memorydbs_block_for_the_handles_scope(db: MemoryDb) ->
     query = "where does Sam work at Acme"
     block = sam.context(query)
     assert block == db.context(ContextRequest("acme", "sam", query))
-    assert "- Sam employer Acme [claim " in block.text
+    assert "- Sam employer Acme [" in block.text and " UTC; claim " in block.text
     assert "lives_in: Lisbon" in block.text and "Sam talked about his job" in block.text
     assert "Ana" not in block.text  # another person's memories never show
     options = {
