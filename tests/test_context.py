@@ -12,7 +12,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.conftest import P, T, cli, dump, remember
 from zkr import MemoryDb, RequestError
 from zkr.context import MIN_LINE_BYTES, build_context
-from zkr.model import ClaimKind, LimitRequest, ProfileRequest, ReviewRequest, Stability
+from zkr.model import (
+    ClaimKind,
+    CorrectRequest,
+    LimitRequest,
+    ProfileRequest,
+    ReviewRequest,
+    Stability,
+)
 
 
 def _seed(db: MemoryDb) -> dict[str, str]:
@@ -37,8 +44,12 @@ def test_sections_citations_and_order(db: MemoryDb, db_path: str) -> None:
     context = build_context(db, T, P, "welder")
     lines = context.text.splitlines()
     assert lines[0] == "Memories matching 'welder' (zkr, cited):"
-    assert lines[1].startswith("- user employer Acme [claim " + ids["claim"] + "; evidence ")
-    assert lines[2].endswith(f"[source {ids['long']}; evidence {context.items[1].evidence_ids[0]}]")
+    assert lines[1].startswith(
+        "- user employer Acme [1970-01-01 00:00 UTC; claim " + ids["claim"] + "; evidence "
+    )
+    assert lines[2].endswith(
+        f"; source {ids['long']}; evidence {context.items[1].evidence_ids[0]}]"
+    )
     # cut, then lengthened by what the other lines left of the 4000 bytes (not a quarter only)
     assert "…" in lines[2] and len(lines[2].encode()) > 1000
     assert 4000 - 4 <= len(context.text.encode()) <= 4000
@@ -117,7 +128,7 @@ def test_unused_section_budget_flows_to_the_pack_and_a_cut_line_beats_nothing(
     full = build_context(db, T, P, "welding")
     line = full.text.splitlines()[1]
     assert "…" not in line and 250 < len(line.encode()) < 400 - 50
-    assert line.endswith(f"[source {stored.source_id}; evidence {stored.evidence_id}]")
+    assert line.endswith(f" UTC; source {stored.source_id}; evidence {stored.evidence_id}]")
     # no profile or review: their share goes to the one memory line, which is shown whole
     assert build_context(db, T, P, "welding", max_bytes=400).text == full.text
     for budget in (200, 160):  # too small for the quarter cap: the line is cut, not dropped
@@ -125,7 +136,7 @@ def test_unused_section_budget_flows_to_the_pack_and_a_cut_line_beats_nothing(
         cut = small.text.splitlines()[1]
         assert len(small.text.encode()) <= budget and len(small.items) == 1
         assert "…" in cut and cut.endswith(
-            f"[source {stored.source_id}; evidence {stored.evidence_id}]"
+            f" UTC; source {stored.source_id}; evidence {stored.evidence_id}]"
         )
     # too small for the header and the whole citation: the short header and the memory's own
     # id (enough for `get`/`trace`) still carry the top item; smaller still: nothing, no
@@ -184,7 +195,7 @@ def test_lengthening_a_cut_line_keeps_its_citation_whole(db: MemoryDb) -> None:
         db, "family 👨‍👩‍👧‍👦 emoji", claim=("Sam", "p3", "👨‍👩‍👧‍👦 family emoji ZWJ sequence")
     )
     item = build_context(db, T, P, "family", max_bytes=4000).items[0]
-    whole = f"[claim {job.claim_id}; evidence {job.evidence_id}]"
+    whole = f" UTC; claim {job.claim_id}; evidence {job.evidence_id}]"
     short = f"[claim {job.claim_id}]"
     assert item.memory.id == job.claim_id
     for budget in range(300):
@@ -252,3 +263,53 @@ def test_build_context_checks_its_arguments_like_the_command(db: MemoryDb) -> No
     with pytest.raises(RequestError, match=r"^field `limit`: invalid type: string"):
         build_context(db, T, P, "x", limit="5")  # type: ignore[arg-type]
     assert build_context(db, T, P, "\u3000").items == []  # blank by the one rule: no search
+
+
+def test_memory_lines_are_dated_so_a_later_change_of_plan_shows_as_later(db: MemoryDb) -> None:
+    """Plain turns (an import, an auto-captured chat: no claim to ``correct``): the old decision
+    matches the question best and comes first, and nothing in the block said that the turn
+    after it changed the plan. Each memory line's citation now starts with its capture time."""
+    decided = remember(
+        db, "User: OK I decided: the trip is to Lisbon, March 12 to 19.", at=1_795_667_700
+    )
+    changed = remember(
+        db,
+        "User: Change of plan: the trip is to Porto instead of Lisbon, same dates.",
+        at=1_796_035_200,
+    )
+    block = build_context(db, T, P, "what did I decide about the trip?")
+    lines = block.text.splitlines()
+    by_id = {item.memory.id: i for i, item in enumerate(block.items, start=1)}
+    assert lines[by_id[decided.source_id]] == (
+        "- User: OK I decided: the trip is to Lisbon, March 12 to 19."
+        f" [2026-11-26 04:35 UTC; source {decided.source_id}; evidence {decided.evidence_id}]"
+    )
+    assert lines[by_id[changed.source_id]] == (
+        "- User: Change of plan: the trip is to Porto instead of Lisbon, same dates."
+        f" [2026-11-30 10:40 UTC; source {changed.source_id}; evidence {changed.evidence_id}]"
+    )
+    # a claim is dated by the capture of the evidence it cites (a correction: the correction's)
+    job = remember(db, "I work at Acme", claim=("user", "employer", "Acme"), at=1_795_478_400)
+    moved = db.correct(
+        CorrectRequest(
+            T, P, job.claim_id or "", "Now at Globex", "Globex", 1_796_000_000, 1_796_000_000
+        )
+    )
+    (line,) = [
+        x for x in build_context(db, T, P, "employer").text.splitlines() if moved.claim_id in x
+    ]
+    assert line == (
+        f"- user employer Globex [2026-11-30 00:53 UTC; claim {moved.claim_id};"
+        f" evidence {moved.evidence_id}]"
+    )
+
+
+def test_a_time_past_year_9999_leaves_the_line_undated(db: MemoryDb) -> None:
+    """A millisecond timestamp sent as seconds (year 58,865) is no calendar date: the line keeps
+    its plain excerpt rather than failing the whole block."""
+    stored = remember(db, "milliseconds by mistake", at=1_795_478_400_000)
+    (line,) = build_context(db, T, P, "milliseconds").text.splitlines()[1:]
+    assert (
+        line
+        == f"- milliseconds by mistake [source {stored.source_id}; evidence {stored.evidence_id}]"
+    )

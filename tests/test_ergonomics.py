@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import zkr
-from tests.conftest import REPO, cli, remember
+from tests.conftest import REPO, P, T, cli, remember
 from tests.sync_support import staged
 from zkr import MemoryDb
 from zkr.cli import COMMANDS
@@ -47,6 +47,56 @@ def test_help_command_shows_fields_and_an_example_that_decodes(name: str, tmp_pa
         message = run.error()
         assert "missing field" not in message and "unknown field" not in message, message
         assert "invalid type" not in message and "unknown variant" not in message, message
+
+
+def test_help_response_names_every_key_the_command_answers(tmp_path: Path) -> None:
+    """The Response line of ``zkr help COMMAND`` lists every key of the answer: ``zkr help
+    context`` left out ``left_out``, which the command has answered since it counted what did
+    not fit. Checked on every command whose help example answers an object on a fresh file
+    (the others need a record that the placeholder ids do not name)."""
+    db = str(tmp_path / "keys.db")
+    checked = []
+    for name in sorted(COMMANDS):
+        if name == "help":
+            continue
+        run = cli(db, name, stdin=json.dumps(HELP[name].example).encode())
+        if run.code:
+            continue
+        answer = json.loads(run.stdout)
+        if not isinstance(answer, dict):
+            continue
+        checked.append(name)
+        help_text = " ".join(cli(None, argv=["help", name]).stdout.split())
+        response = help_text.split("Response: ", 1)[1].split(" Example:", 1)[0]
+        missing = [key for key in answer if f'"{key}"' not in response]
+        assert not missing, f"zkr help {name} does not name {missing}: {response}"
+    assert {"context", "search", "remember", "export", "apply"} <= set(checked), checked
+
+
+def test_export_help_says_the_cursor_names_the_last_event_read(tmp_path: Path) -> None:
+    """``after_commit: N`` reads like "after commit N", but with ``after_event_index: -1`` the
+    page starts at commit N: a host that resumed that way sent a replica's last commit back
+    (an echo, which can fail for good once a deletion is in it). ``zkr help export`` says how
+    the cursor works; checked here against what export does."""
+    db = str(tmp_path / "feed.db")
+    with MemoryDb.open(db) as memory:
+        remember(memory, "first", at=10)
+        remember(memory, "second", at=20)
+
+    def sequences(after_commit: int, after_event_index: int) -> list[int]:
+        request = {"tenant_id": T, "person_id": P, "export_format": 1, "limit": 100}
+        request |= {"after_commit": after_commit, "after_event_index": after_event_index}
+        page = json.loads(cli(db, "export", request).stdout)
+        return [commit["sequence"] for commit in page["commits"]]
+
+    first = json.loads(
+        cli(db, "export", {"tenant_id": T, "person_id": P, "export_format": 1}).stdout
+    )["commits"][0]
+    assert sequences(1, -1) == [1, 2]  # (N, -1) starts AT commit N
+    assert sequences(1, first["event_count"] - 1) == [2]  # after commit N: its last event
+    help_text = " ".join(cli(None, argv=["help", "export"]).stdout.split())
+    assert "(N, -1) starts AT commit N" in help_text
+    assert "next_after_commit and next_after_event_index (N and its event_count - 1)" in help_text
 
 
 def test_help_of_an_unknown_command_is_the_unknown_command_error() -> None:
@@ -271,7 +321,7 @@ def test_scope_context_is_memorydbs_block_for_the_handles_scope(db: MemoryDb) ->
     query = "where does Sam work at Acme"
     block = sam.context(query)
     assert block == db.context(ContextRequest("acme", "sam", query))
-    assert "- Sam employer Acme [claim " in block.text
+    assert "- Sam employer Acme [" in block.text and " UTC; claim " in block.text
     assert "lives_in: Lisbon" in block.text and "Sam talked about his job" in block.text
     assert "Ana" not in block.text  # another person's memories never show
     options = {

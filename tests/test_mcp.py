@@ -232,7 +232,7 @@ def test_streamable_http_on_loopback(db_path: str) -> None:
         assert proc.stderr is not None
         proc.stderr.close()
     assert names == TOOLS
-    assert "The garage code is 4711 [source " in text
+    assert "The garage code is 4711 [" in text and " UTC; source " in text
     # SIGTERM (terminate): uvicorn's shutdown, then the file closed and status 0 (it died of
     # the signal uvicorn re-raised, -15, its file unclosed)
     assert proc.returncode == 0

@@ -84,8 +84,9 @@ HELP: dict[str, CommandHelp] = {
             "min_relevance_basis_points  int, default 0: drop items ranked below",
         ),
         _ex(query="where does Sam work", max_bytes=2000),
-        '{"bytes": int, "items": [search item], "profiles": [profile entry],'
-        ' "reviews": [review], "text": string} (only what fits in text)',
+        '{"bytes": int, "items": [search item], "left_out": {"items", "profiles",'
+        ' "reviews"} (counts found but not fitting), "profiles": [profile entry],'
+        ' "reviews": [review], "text": string} (lists hold only what fits in text)',
     ),
     "get": CommandHelp(
         ("target          {kind: source|evidence|claim, id}: a live record",),
@@ -226,7 +227,10 @@ HELP: dict[str, CommandHelp] = {
     "export": CommandHelp(
         (
             "export_format   1",
-            "after_commit    int, default 0; after_event_index int, default -1",
+            "after_commit    int, default 0; after_event_index int, default -1: the",
+            "                last event already read. (N, -1) starts AT commit N; to go",
+            "                on after commit N send the page's next_after_commit and",
+            "                next_after_event_index (N and its event_count - 1)",
             "high_water_mark int|null: keep the first page's mark for the whole run",
             "limit           int: events per page, default 10 (at most 100)",
         ),

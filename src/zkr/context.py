@@ -27,10 +27,17 @@ lines that were found but did not fit.
 
 **Citations.** Each memory line ends with the memory's kind and id and its evidence ids, each
 profile line with its claim id, each review line with its id, so a model can ``get`` them.
+
+**Dates.** A memory line's citation starts with the time its cited evidence was captured
+(``[2026-11-26 20:15 UTC; claim …; evidence …]``, the source's ``captured_at``; one indexed read
+for the whole pack), so a model shown an old decision and the later turn that changed it (plain
+turns with no claim to correct: an import, an auto-captured chat) can tell which came last. The
+compact form's citation (the record's own kind and id) has no time.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -44,6 +51,7 @@ DEFAULT_MAX_BYTES = 4_000
 MIN_LINE_BYTES = 160
 MIN_CUT_BODY_BYTES = 16  # a line cut to fit what is left keeps at least this much text
 ELLIPSIS = "…"
+MAX_DATED_SECONDS = 253_402_300_799  # 9999-12-31 23:59:59 UTC: later times are shown undated
 
 
 def build_context(
@@ -79,6 +87,8 @@ def build_context(
     if not is_blank(query):
         pack = db.search(model.SearchRequest(tenant_id, person_id, query, limit))
         items = [i for i in pack.items if i.relevance_basis_points >= min_relevance_basis_points]
+    cited = [item.evidence_ids[0] for item in items if item.evidence_ids]
+    captured = db._capture_times(tenant_id, person_id, cited) if cited else {}
     profiles = (
         db.profiles(model.LimitRequest(tenant_id, person_id, profile_limit))
         if profile_limit
@@ -96,7 +106,7 @@ def build_context(
             [
                 _Candidate(
                     item.excerpt,
-                    _item_citation(item),
+                    _item_citation(item, captured),
                     f"[{item.memory.kind.value} {item.memory.id}]",
                     item,
                 )
@@ -263,9 +273,17 @@ def _size(lines: list[str]) -> int:
     return sum(len(line.encode("utf-8")) + 1 for line in lines)
 
 
-def _item_citation(item: model.RetrievalItem) -> str:
+def _item_citation(item: model.RetrievalItem, captured: dict[str, int]) -> str:
+    """``[TIME; KIND ID; evidence IDS]``: TIME (``YYYY-MM-DD HH:MM UTC``) is when the cited
+    evidence was captured (when it was said or seen; for a correction, when the correction
+    was), so a model can tell an old turn from a newer one that changed it. Left out when
+    unknown or not a calendar date (a millisecond timestamp, past year 9999)."""
     evidence = ", ".join(item.evidence_ids)
-    return f"[{item.memory.kind.value} {item.memory.id}; evidence {evidence}]"
+    cited = f"{item.memory.kind.value} {item.memory.id}; evidence {evidence}"
+    at = captured.get(item.evidence_ids[0]) if item.evidence_ids else None
+    if at is None or not 0 <= at <= MAX_DATED_SECONDS:
+        return f"[{cited}]"
+    return f"[{datetime.fromtimestamp(at, UTC).strftime('%Y-%m-%d %H:%M')} UTC; {cited}]"
 
 
 def _line(body: str, citation: str, cap: int) -> str:

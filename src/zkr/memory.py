@@ -345,6 +345,16 @@ class MemoryDb:
         with self._lock:
             return write.locator(self.conn, req)
 
+    def _capture_times(
+        self, tenant_id: str, person_id: str, evidence_ids: list[str]
+    ) -> dict[str, int]:
+        """``{evidence_id: captured_at}`` of the given evidence in scope (for the context
+        block's dated lines: :func:`zkr.store.inspect.capture_times`)."""
+        from zkr.store import inspect
+
+        with self._lock:
+            return inspect.capture_times(self.conn, tenant_id, person_id, evidence_ids)
+
     # -- retrieval (spec/retrieval.md)
     def search(self, req: model.SearchRequest) -> model.RetrievalPack:
         """A bounded, cited retrieval pack for ``req.query`` (spec/retrieval.md §2-8): lexical,

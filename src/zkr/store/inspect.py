@@ -502,3 +502,27 @@ def browse(conn: sqlite3.Connection, req: BrowseRequest) -> BrowsePage:
     more = len(page) > limit
     last = page[limit - 1] if more else None
     return BrowsePage(items, None if last is None else BrowseCursor(last[0], last[1], last[2]))
+
+
+def capture_times(
+    conn: sqlite3.Connection, tenant_id: str, person_id: str, evidence_ids: list[str]
+) -> dict[str, int]:
+    """When the capture each evidence quotes was made: ``{evidence_id: captured_at}`` (integer
+    Unix seconds, the source's ``captured_at``) for the ids given that exist in the scope, live
+    or not (the caller asks about evidence a pack just cited). The context block dates its
+    memory lines with it (:mod:`zkr.context`), so a model can tell an old turn from a newer
+    one that changed it. One indexed read; an empty list reads nothing."""
+    require_scope(tenant_id, person_id)
+    wanted = sorted(set(evidence_ids))
+    if not wanted:
+        return {}
+    marks = ", ".join("?" for _ in wanted)
+    with read_tx(conn):
+        rows = conn.execute(
+            "SELECT e.id, s.captured_at FROM evidence e"
+            " JOIN sources s ON s.id = e.source_id AND s.tenant_id = e.tenant_id"
+            " AND s.person_id = e.person_id"
+            f" WHERE e.tenant_id = ? AND e.person_id = ? AND e.id IN ({marks})",
+            (tenant_id, person_id, *wanted),
+        ).fetchall()
+    return {str(row[0]): int(row[1]) for row in rows}
