@@ -14,7 +14,9 @@ returns on the same file state, so the ranking does not depend on which one serv
 whole table, terms summed in the expression's order) with the same double operations in the
 same order, over the same window (the newest ``n`` matches in the rowid range). A term that
 FTS5's tokenizer would cut in two (a letter of category ``So`` that folding keeps) is one term
-here; such text ranks by these statistics rather than FTS5's.
+here; such text ranks by these statistics rather than FTS5's. It also gives the ranked documents'
+relevance (:meth:`MemIndex.points`) from the postings' counts and the documents' lengths: the
+numbers :mod:`zkr.store.relevance` gives from their text.
 
 **Kept current, never rebuilt for a write.** The index is keyed by the file's change mark
 (:func:`zkr.store.driver.change_mark`): while nothing was committed, a search reads no SQL for
