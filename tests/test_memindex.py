@@ -14,11 +14,17 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from tests.conftest import P, T, cli, remember
 from zkr import MemoryDb, ZkrError
 from zkr.model import CorrectRequest, DeleteRequest, EraseRequest, SearchRequest
-from zkr.store import lexical, memindex, search_index
+from zkr.store import lexical, memindex, relevance, search_index
 from zkr.store.db import read_tx
 from zkr.store.search_index import CLAIM_BASE, scope_tag
 
-RANGES = ((1, CLAIM_BASE - 1), (CLAIM_BASE, 2 * CLAIM_BASE - 1))
+RANGES = (
+    (1, CLAIM_BASE - 1),
+    (CLAIM_BASE, 2 * CLAIM_BASE - 1),
+    (2, 3),  # (partial ranges: the lane's later rounds)
+    (1, CLAIM_BASE + 2),
+    (CLAIM_BASE + 1, 2 * CLAIM_BASE - 1),
+)
 
 
 def ids(db: MemoryDb, query: str, t: str = T, p: str = P) -> list[str]:
@@ -57,6 +63,17 @@ def same_reads(conn: sqlite3.Connection, mem: memindex.MemIndex, queries: list[s
         docs = [rowid for rowid, _ in fts.scored(terms, 1, 2 * CLAIM_BASE, None)]
         assert sorted(mem.resolve(docs)) == sorted(fts.resolve(docs))
         assert mem.neighbours(docs, 2, 4) == fts.neighbours(docs, 2, 4)
+        # each document's relevance from the postings: the formula over its text, exactly
+        words = {rowid: body.split() for rowid, _, _, body in fts.resolve(docs)}
+        assert mem.points(docs, plan.weights, plan.avg_length) == [
+            relevance.basis_points(
+                plan.weights,
+                {term: words[rowid].count(term) for term, _ in plan.weights},
+                len(words[rowid]),
+                plan.avg_length,
+            )
+            for rowid in docs
+        ]
 
 
 def test_a_cli_write_between_two_searches_is_seen_without_a_rebuild(

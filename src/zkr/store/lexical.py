@@ -426,6 +426,16 @@ class _Lane:
             out.append(got)
         return out
 
+    def count(self, rowids: Sequence[int]) -> None:
+        """:meth:`points` of all of ``rowids`` at once where the index can count the query's
+        terms itself (:meth:`zkr.store.memindex.MemIndex.points`: the same numbers from its
+        postings, without a pass over each document's text)."""
+        assert self.plan is not None
+        counted = getattr(self.index, "points", None)  # (the in-memory index only)
+        if counted is not None and rowids:
+            points = counted(rowids, self.plan.weights, self.plan.avg_length)
+            self._points.update(zip(rowids, points, strict=True))
+
     def _query(self, sql: str, **params: object) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, {**self.params, **params}).fetchall()
 
@@ -480,7 +490,8 @@ class _Lane:
     def scored(self, plan: QueryPlan, cut: int) -> list[int]:
         """Eligible matched documents in ranked order, enough for ``cut`` targets."""
         scores: dict[int, float] = {}
-        ranges = [(1, _SOURCE_END), (CLAIM_BASE, _CLAIM_END)]
+        # (claims first: the scores then come newest first, as _best_first's first sort wants)
+        ranges = [(CLAIM_BASE, _CLAIM_END), (1, _SOURCE_END)]
         window = WINDOW_ROWS
         oldest: dict[int, int] = {}  # per range (its lo): the oldest document scored in it
         while True:
@@ -552,24 +563,30 @@ class _Lane:
                         lifters.append(rowid)
         lift: dict[int, float] = {}
         for lifter, near in self.neighbours(lifters[:LIFTERS]).items():
+            score = scores[lifter]
             for rowid in near:
-                if rowid in scores and scores[lifter] > lift.get(rowid, 0.0):
-                    lift[rowid] = scores[lifter]
-        lifted = [rowid for rowid in lift if rowid not in self.seen]
-        self.seen.update(lifted)
+                if rowid in scores and score > lift.get(rowid, 0.0):
+                    lift[rowid] = score
+        seen = self.seen
+        lifted = [rowid for rowid in lift if rowid not in seen]
+        seen.update(lifted)
         self.check(lifted)
-        eligible.extend(rowid for rowid in lifted if self.targets[rowid])
-        labelled = self.labelled
-        self.final = {
-            rowid: (scores[rowid] + LIFT * lift.get(rowid, 0.0))
-            * (LABEL_BOOST if rowid in labelled else 1.0)
-            for rowid in eligible
-        }
+        eligible.extend(rowid for rowid in lifted if targets[rowid])
+        # (score + LIFT · lift) · boost, where a missing lift (+ 0.0) and boost (· 1.0) leave
+        # the score as it is: the same doubles computed only where they change it
+        final = self.final = {rowid: scores[rowid] for rowid in eligible}
+        for rowid, by in lift.items():
+            if rowid in final:
+                final[rowid] = scores[rowid] + LIFT * by
+        for rowid in self.labelled.intersection(final):
+            final[rowid] = final[rowid] * LABEL_BOOST
         # by lifted score, then newest first, then sources before claims (module docstring,
-        # step 7); ties in score are broken further by :meth:`best` (points), only where the
-        # answer depends on it
-        final = self.final
-        eligible.sort(key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True)
+        # step 7): ``key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True`` as three
+        # stable sorts on plain keys; ties in score are broken further by :meth:`best`
+        # (points), only where the answer depends on it
+        eligible.sort()
+        eligible.sort(key=CLAIM_BASE.__rmod__, reverse=True)
+        eligible.sort(key=final.__getitem__, reverse=True)
         return eligible
 
     def best(self, order: list[int], cut: int) -> dict[Target, int]:
@@ -589,14 +606,15 @@ class _Lane:
         best: dict[Target, int] = {}
         targets = self.targets
         known = self._points
+        values = [final[rowid] for rowid in order]
         start, end = 0, len(order)
-        while start < end:
-            score = final[order[start]]
+        while start < end and len(best) < cut:
+            score = values[start]
             stop = start + 1
-            while stop < end and final[order[stop]] == score:
+            while stop < end and values[stop] == score:
                 stop += 1
             group = order[start:stop]
-            if len(group) > 1 and len(best) < cut:
+            if len(group) > 1:
                 points = self.points_of(group)  # (a stable sort: equal points keep their order)
                 ranks = sorted(range(len(group)), key=points.__getitem__, reverse=True)
                 group = [group[i] for i in ranks]
@@ -618,6 +636,14 @@ class _Lane:
                     elif len(best) < cut:
                         best[target] = got
             start = stop
+        for rowid in order[start:]:  # (``cut`` taken: the rest can only raise a relevance)
+            for target in targets[rowid]:
+                if target in best:
+                    got = known.get(rowid)
+                    if got is None:
+                        got = self.points_of((rowid,))[0]
+                    if got > best[target]:
+                        best[target] = got
         return best
 
 
@@ -657,7 +683,9 @@ def lexical_search(
     lane = _Lane(conn, tenant_id, person_id, as_of, index, mark)
     lane.plan = plan
     lane._terms = [term for term, _ in plan.weights]
-    best = lane.best(lane.scored(plan, cut), cut)
+    order = lane.scored(plan, cut)
+    lane.count(order)
+    best = lane.best(order, cut)
     return [Ranked(target, points) for target, points in best.items()]
 
 

@@ -14,7 +14,9 @@ returns on the same file state, so the ranking does not depend on which one serv
 whole table, terms summed in the expression's order) with the same double operations in the
 same order, over the same window (the newest ``n`` matches in the rowid range). A term that
 FTS5's tokenizer would cut in two (a letter of category ``So`` that folding keeps) is one term
-here; such text ranks by these statistics rather than FTS5's.
+here; such text ranks by these statistics rather than FTS5's. It also gives the ranked documents'
+relevance (:meth:`MemIndex.points`) from the postings' counts and the documents' lengths: the
+numbers :mod:`zkr.store.relevance` gives from their text.
 
 **Kept current, never rebuilt for a write.** The index is keyed by the file's change mark
 (:func:`zkr.store.driver.change_mark`): while nothing was committed, a search reads no SQL for
@@ -39,6 +41,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from zkr.store import relevance
 from zkr.store.driver import change_mark
 from zkr.store.search_index import CLAIM_BASE
 
@@ -65,7 +68,7 @@ class TooLarge(Unavailable):
 class _Postings:
     """One term's documents: rowids ascending, the term's count in each, each one's length."""
 
-    __slots__ = ("avgdl", "dl", "ids", "saturated", "tf")
+    __slots__ = ("avgdl", "dl", "ids", "saturated", "split", "tf")
 
     def __init__(self, ids: _Ints, tf: _Floats, dl: _Floats) -> None:
         self.ids = ids
@@ -73,6 +76,8 @@ class _Postings:
         self.dl = dl
         self.avgdl: float | None = None  # the mean length `saturated` was computed for
         self.saturated: _Floats = tf
+        # (first rowid, last rowid, where the claims start, count): see span
+        self.split: tuple[int, int, int, int] | None = None
 
     def saturation(self, avgdl: float) -> _Floats:
         """bm25's term-frequency factor of each posting, ``tf · (k1 + 1) / (tf + k1 · (1 - b +
@@ -85,6 +90,18 @@ class _Postings:
 
     def span(self, lo: int, hi: int) -> tuple[int, int]:
         """The slice of the postings with rowids in ``[lo, hi]``."""
+        split = self.split
+        if split is None:  # the lexical lane's two whole ranges, found once per postings
+            ids = self.ids
+            split = (int(ids[0]), int(ids[-1]), int(ids.searchsorted(CLAIM_BASE)), len(ids))
+            self.split = split
+        first, last, claims, count = split
+        if lo <= first or lo == CLAIM_BASE:
+            a = 0 if lo <= first else claims
+            if hi == CLAIM_BASE - 1:
+                return a, claims
+            if hi >= last:
+                return a, count
         # (rowids are integers: the first one above `hi` is the first one at or above hi + 1)
         a, b = self.ids.searchsorted((lo, hi + 1)).tolist()
         return a, b
@@ -161,6 +178,7 @@ class MemIndex:
         self.docs: dict[int, tuple[str, str, str]] = {}
         self.terms: dict[str, _Postings] = {}
         self.ids: _Ints = _EMPTY_INTS  # every document of the scope, ascending
+        self.lengths: _Floats = np.zeros(0)  # each one's number of terms (as ``ids``)
         self.length = 0  # the scope's total terms
         self.rows = 0  # FTS5's row count and token total over the whole table (bm25)
         self.tokens = 0
@@ -188,6 +206,7 @@ class MemIndex:
             self._add(rowid, kind, target, body, found)
         self.terms = {term: _postings(*lists) for term, lists in found.items()}
         self.ids = np.array(sorted(self.docs), dtype=np.int64)
+        self.lengths = self._lengths(self.ids.tolist())
         self._totals(conn)
         self.mark = change_mark(conn)
 
@@ -261,9 +280,18 @@ class MemIndex:
                 self.terms.pop(term, None)
             else:
                 self.terms[term] = merged
-        ids = self.ids[~np.isin(self.ids, np.array(changed, dtype=np.int64))]
-        now = np.array(sorted(r for r in changed if r in self.docs), dtype=np.int64)
-        self.ids = np.insert(ids, ids.searchsorted(now), now)  # (none of `now` is in `ids`)
+        keep = ~np.isin(self.ids, np.array(changed, dtype=np.int64))
+        ids, lengths = self.ids[keep], self.lengths[keep]
+        added_ids = sorted(r for r in changed if r in self.docs)
+        now = np.array(added_ids, dtype=np.int64)
+        at = ids.searchsorted(now)
+        self.ids = np.insert(ids, at, now)  # (none of `now` is in `ids`)
+        self.lengths = np.insert(lengths, at, self._lengths(added_ids))
+
+    def _lengths(self, rowids: list[int]) -> _Floats:
+        """The number of terms of each of ``rowids`` (held documents)."""
+        docs = self.docs
+        return np.array([len(docs[rowid][2].split()) for rowid in rowids], dtype=np.float64)
 
     # ------------------------------------------------------------------ the lane's reads
 
@@ -299,24 +327,44 @@ class MemIndex:
                 start = end - n
             # (0.0 + part is part: the same doubles as the sum below)
             part = _idf(rows, len(postings.ids)) * postings.saturation(avgdl)[start:end]
-            ids = postings.ids[start:end]
-            return list(zip(ids[::-1].tolist(), part[::-1].tolist(), strict=True))
+            return _newest_first(postings.ids[start:end], part)
         window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
-        if n is not None and len(window) > n:
-            window = window[-n:]
+        cut = n is not None and len(window) > n
+        if cut:
+            window = window[-n:]  # type: ignore[operator]
         oldest = int(window[0])
         score = np.zeros(len(window))
         for _, postings, start, end in slices:  # in the expression's order, as FTS5 sums
             idf = _idf(rows, len(postings.ids))
-            start = max(start, int(postings.ids.searchsorted(oldest, "left")))
-            if start >= end:
-                continue
+            if cut:  # (else every slice starts at or after the oldest one: nothing to skip)
+                start = max(start, int(postings.ids.searchsorted(oldest, "left")))
+                if start >= end:
+                    continue
             # (element by element: the same doubles whether computed on a slice or the whole)
             part = idf * postings.saturation(avgdl)[start:end]
             where = window.searchsorted(postings.ids[start:end])
             score[where] += part
         # FTS5 returns -1.0 * score; the lane's score is minus that: the sum itself
-        return list(zip(window[::-1].tolist(), score[::-1].tolist(), strict=True))
+        return _newest_first(window, score)
+
+    def points(
+        self, docs: Sequence[int], weights: Sequence[tuple[str, float]], avg_length: float
+    ) -> list[int]:
+        """The relevance (:func:`zkr.store.relevance.basis_points`) of each of ``docs`` (held
+        documents) for a query of ``weights`` (``(tagged term, weight)``): from the postings'
+        counts and the documents' lengths, not their text."""
+        at = np.array(docs, dtype=np.int64)
+        counts = []
+        for term, _ in weights:
+            postings = self.terms.get(term)
+            if postings is None:
+                counts.append(np.zeros(len(at)))
+                continue
+            found = postings.ids.searchsorted(at)
+            held = postings.ids.take(found, mode="clip") == at
+            counts.append(np.where(held, postings.tf.take(found, mode="clip"), 0.0))
+        lengths = self.lengths[self.ids.searchsorted(at)]  # (every one of docs is held)
+        return relevance.basis_points_of(weights, counts, lengths, avg_length)
 
     def older(self, term: str, lo: int, hi: int, n: int) -> int:
         """How many documents in ``[lo, hi]`` hold ``term``, counted up to ``n``."""
@@ -365,6 +413,14 @@ class MemIndex:
             after = ids[c : min(d, c + width)].tolist()
             out.append((rowid, before + after))
         return out
+
+
+def _newest_first(ids: _Ints, scores: _Floats) -> list[tuple[int, float]]:
+    """(rowid, score) pairs of ascending ``ids``, newest (largest rowid) first."""
+    rowids, values = ids.tolist(), scores.tolist()
+    rowids.reverse()
+    values.reverse()
+    return list(zip(rowids, values, strict=True))
 
 
 def _idf(rows: int, hit: int) -> float:
