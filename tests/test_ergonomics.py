@@ -358,6 +358,7 @@ NOT_ON_THE_HANDLE = {
     "deferred",
     "scope",
     "close",
+    "checkpoint",
     "conn",
     "ingested_times",
     "correction_floor",
