@@ -471,6 +471,10 @@ class Candidates:
             parts = self.updates + self.defaults  # (by precedence)
             if len(parts) == 1:
                 self._ids, self._scores = parts[0]
+            elif not self.defaults:  # windows: apart, each over rowids no other one spans
+                parts.sort(key=lambda part: int(part[0][0]))
+                self._ids = np.concatenate([ids for ids, _ in parts])
+                self._scores = np.concatenate([scores for _, scores in parts])
             else:
                 ids, first = np.unique(
                     np.concatenate([ids for ids, _ in parts]), return_index=True
