@@ -43,7 +43,10 @@ and brings up to date from the index's change log: the same reads, bit for bit, 
 per-statement pass over every match of every term. What a search learns about a document
 that depends on that state only (its text, the targets it stands for, its neighbours) is kept
 on the connection until the file changes (:class:`_Cache`), so later searches skip those
-reads; the ranking is the same.
+reads; the ranking is the same. A search's scored matches (:class:`Candidates`) are a dict
+(:class:`Scores`) or, on the in-memory index, its arrays up to the best-first order
+(:class:`zkr.store.memindex.Candidates`): only the documents the ranking looks at become
+Python objects.
 """
 
 import json
