@@ -61,6 +61,7 @@ def same_reads(conn: sqlite3.Connection, mem: memindex.MemIndex, queries: list[s
                     fts.labelled(plan.labels, terms, lo, hi)
                 )
         docs = [rowid for rowid, _ in fts.scored(terms, 1, 2 * CLAIM_BASE, None)]
+        same_candidates(mem, fts, terms, docs)
         assert sorted(mem.resolve(docs)) == sorted(fts.resolve(docs))
         assert mem.neighbours(docs, 2, 4) == fts.neighbours(docs, 2, 4)
         # each document's relevance from the postings: the formula over its text, exactly
@@ -180,6 +181,27 @@ step = st.one_of(
 )
 
 
+def same_candidates(
+    mem: memindex.MemIndex, fts: lexical.SqliteIndex, terms: list[str], docs: list[int]
+) -> None:
+    """The lane's candidates kept as arrays rank and score as the dict of FTS5's rows: the
+    same rounds (a newer window, every older match kept as it is, an older window over it)."""
+    arrays, rows = mem.candidates(), lexical.Scores(fts)
+    for found in (arrays, rows):
+        assert found.best_first(set(docs), 1.5) == [] and found.lookup(docs) == {}
+    for lo, hi in ((CLAIM_BASE, 2 * CLAIM_BASE - 1), (1, CLAIM_BASE - 1)):
+        got = arrays.add(terms, lo, hi, 2)
+        assert got == rows.add(terms, lo, hi, 2)
+        if got[0] == 2:
+            rare = terms[-1:]  # (scored alone: other scores than the window gives)
+            assert arrays.rescue(rare, lo, got[1] - 1) == rows.rescue(rare, lo, got[1] - 1)
+            assert arrays.add(terms, lo, got[1] - 1, 3) == rows.add(terms, lo, got[1] - 1, 3)
+        for boosted in (set(), set(docs[::2]), {*docs[1::3], 0, 2 * CLAIM_BASE}):
+            assert arrays.best_first(boosted, 1.5) == rows.best_first(boosted, 1.5)
+        wanted = [*docs[::-1], 0, 5, 2 * CLAIM_BASE]
+        assert arrays.lookup(wanted) == rows.lookup(wanted)
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     steps=st.lists(step, min_size=1, max_size=14), queries=st.lists(text, min_size=1, max_size=3)
@@ -295,3 +317,30 @@ def test_a_read_only_file_whose_old_index_has_a_queue_is_searched_exactly(
     conn.close()
     with MemoryDb.open(f"file:{path}?mode=ro") as reader:
         assert len(ids(reader, "bicycle")) == 2
+
+
+def test_candidates_kept_as_arrays_answer_as_the_dict(db: MemoryDb) -> None:
+    """A window over rescued matches overwrites their scores, a rescue keeps what a window
+    gave: the arrays' scores and best-first order (with label boosts) are the dict's."""
+    for at, text in enumerate(["kayak", "kayak lake", "lake kayak kayak", "lake", "kayak"] * 2):
+        remember(db, text, at=at + 1)
+    ids(db, "kayak lake")
+    ids(db, "kayak lake")
+    conn = db._connect()
+    mem = kept(db)
+    with read_tx(conn):
+        plan = lexical.plan_query(conn, T, P, "kayak lake", mem)
+        terms = list(plan.match)
+        lo, hi = 1, CLAIM_BASE - 1
+        arrays, rows = mem.candidates(), lexical.Scores(lexical.SqliteIndex(conn, T, P))
+        for found in (arrays, rows):
+            count, oldest = found.add(terms, lo, hi, 3)
+            assert count == 3
+            assert found.rescue(terms[1:], lo, oldest - 1) < oldest
+            rescued = dict(rows.scores) if found is rows else None
+            found.add(terms, lo, oldest - 1, 4)
+        assert rescued is not None and rescued != rows.scores  # (the precedence matters)
+        docs = sorted(rows.scores)
+        assert arrays.lookup([*docs, 0]) == rows.lookup(docs)
+        for boosted in (set(), set(docs[::2]), {docs[0], 0}):
+            assert arrays.best_first(boosted, 1.5) == rows.best_first(boosted, 1.5)

@@ -43,12 +43,15 @@ and brings up to date from the index's change log: the same reads, bit for bit, 
 per-statement pass over every match of every term. What a search learns about a document
 that depends on that state only (its text, the targets it stands for, its neighbours) is kept
 on the connection until the file changes (:class:`_Cache`), so later searches skip those
-reads; the ranking is the same.
+reads; the ranking is the same. A search's scored matches (:class:`Candidates`) are a dict
+(:class:`Scores`) or, on the in-memory index, its arrays up to the best-first order
+(:class:`zkr.store.memindex.Candidates`): only the documents the ranking looks at become
+Python objects.
 """
 
 import json
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from zkr.model import AsOf, Target, TargetKind
 from zkr.store import relevance
@@ -223,6 +226,55 @@ class Index(Protocol):
     def neighbours(
         self, docs: Sequence[int], width: int, span: int
     ) -> list[tuple[int, list[int]]]: ...
+
+
+class Candidates(Protocol):
+    """One search's scored matches (rowid → score) as the lane gathers and ranks them:
+    :class:`Scores` (a dict, any index) or, when the index offers ``candidates()``, its own
+    (:class:`zkr.store.memindex.Candidates`: arrays). Both give the same answers."""
+
+    def add(self, terms: Sequence[str], lo: int, hi: int, n: int) -> tuple[int, int]: ...
+    def rescue(self, terms: Sequence[str], lo: int, hi: int) -> int: ...
+    def best_first(self, boosted: Collection[int], boost: float) -> list[int]: ...
+    def lookup(self, rowids: Sequence[int]) -> dict[int, float]: ...
+
+
+class Scores:
+    """:class:`Candidates` in a dict, from :meth:`Index.scored`."""
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.scores: dict[int, float] = {}
+
+    def add(self, terms: Sequence[str], lo: int, hi: int, n: int) -> tuple[int, int]:
+        """Score (overwriting) the newest ``n`` matches of ``terms`` in ``[lo, hi]``; returns
+        how many, and the oldest one's rowid (0 when none)."""
+        rows = self.index.scored(terms, lo, hi, n)
+        self.scores.update(rows)
+        return len(rows), rows[-1][0] if rows else 0  # (newest first)
+
+    def rescue(self, terms: Sequence[str], lo: int, hi: int) -> int:
+        """Score every match of ``terms`` in ``[lo, hi]``, keeping the scores documents have;
+        returns the oldest one's rowid (``hi + 1`` when none)."""
+        rows = self.index.scored(terms, lo, hi, None)
+        for rowid, score in rows:
+            self.scores.setdefault(rowid, score)
+        return min((rowid for rowid, _ in rows), default=hi + 1)
+
+    def best_first(self, boosted: Collection[int], boost: float) -> list[int]:
+        """Documents by score (times ``boost`` for those of ``boosted``) descending, then
+        rowid descending."""
+        scores = self.scores
+        if boosted:  # (a score times 1.0 is the score: only boosted ones change)
+            scores = dict(scores)
+            for rowid in self.scores.keys() & boosted:
+                scores[rowid] = scores[rowid] * boost
+        return _best_first(scores)
+
+    def lookup(self, rowids: Sequence[int]) -> dict[int, float]:
+        """The score of each of ``rowids`` that was scored (the others are left out)."""
+        scores = self.scores
+        return {rowid: scores[rowid] for rowid in rowids if rowid in scores}
 
 
 class SqliteIndex:
@@ -489,7 +541,8 @@ class _Lane:
 
     def scored(self, plan: QueryPlan, cut: int) -> list[int]:
         """Eligible matched documents in ranked order, enough for ``cut`` targets."""
-        scores: dict[int, float] = {}
+        make = getattr(self.index, "candidates", None)  # (the in-memory index: arrays)
+        found: Candidates = Scores(self.index) if make is None else make()
         # (claims first: the scores then come newest first, as _best_first's first sort wants)
         ranges = [(CLAIM_BASE, _CLAIM_END), (1, _SOURCE_END)]
         window = WINDOW_ROWS
@@ -498,26 +551,25 @@ class _Lane:
             exhausted = True
             next_ranges = []
             for lo, hi in ranges:
-                rows = self.index.scored(plan.match, lo, hi, window)
-                scores.update(rows)
-                if rows:  # (newest first)
-                    oldest[lo] = min(oldest.get(lo, rows[-1][0]), rows[-1][0])
-                if len(rows) == window:
+                count, last = found.add(plan.match, lo, hi, window)  # (last: the oldest)
+                if count:
+                    oldest[lo] = min(oldest.get(lo, last), last)
+                if count == window:
                     exhausted = False
                     if window == WINDOW_ROWS:
-                        rescued = self._rescue_rare(plan, lo, rows[-1][0] - 1, scores)
+                        rescued = self._rescue_rare(plan, lo, last - 1, found)
                         oldest[lo] = min(oldest[lo], rescued)
-                    next_ranges.append((lo, rows[-1][0] - 1))
-                if plan.labels and rows and lo < CLAIM_BASE:
-                    found = self.index.labelled(plan.labels, plan.match, oldest[lo], hi)
-                    self.labelled.update(found)
-            order = self._rank(scores, cut)
+                    next_ranges.append((lo, last - 1))
+                if plan.labels and count and lo < CLAIM_BASE:
+                    labelled = self.index.labelled(plan.labels, plan.match, oldest[lo], hi)
+                    self.labelled.update(labelled)
+            order = self._rank(found, cut)
             if exhausted or sum(len(self.targets[r]) for r in order) >= cut:
                 return order
             ranges = next_ranges
             window *= 2  # few eligible documents: widen geometrically
 
-    def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, scores: dict[int, float]) -> int:
+    def _rescue_rare(self, plan: QueryPlan, lo: int, hi: int, found: Candidates) -> int:
         """Score every match below ``hi`` of the terms with at most RARE_DOCS such matches;
         returns the oldest one (``hi + 1`` when none)."""
         rare = [
@@ -527,28 +579,20 @@ class _Lane:
         ]
         if not rare:
             return hi + 1
-        rows = self.index.scored(rare, lo, hi, None)
-        for rowid, score in rows:
-            scores.setdefault(rowid, score)
-        return min((rowid for rowid, _ in rows), default=hi + 1)
+        return found.rescue(rare, lo, hi)
 
-    def _rank(self, scores: dict[int, float], cut: int) -> list[int]:
-        boosted = scores
-        if self.labelled:  # (a score times 1.0 is the score: only labelled ones change)
-            boosted = dict(scores)
-            for rowid in self.labelled.intersection(scores):
-                boosted[rowid] = scores[rowid] * LABEL_BOOST
-        order = _best_first(boosted)
+    def _rank(self, found: Candidates, cut: int) -> list[int]:
+        order = found.best_first(self.labelled, LABEL_BOOST)
         # Check best-first until the checked documents give `cut` targets and LIFTERS
         # eligible sources: a document left unchecked scores no more than every checked one.
         checked = 0
-        found: set[Target] = set()
+        found_targets: set[Target] = set()
         eligible: list[int] = []
         lifters: list[int] = []
         batch = cut + cut // 4 + 8
         targets = self.targets
         while checked < len(order) and (
-            len(found) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
+            len(found_targets) < cut or (len(lifters) < LIFTERS and checked < LIFT_SCAN)
         ):
             chunk = order[checked : checked + batch]
             self.check(chunk)
@@ -558,11 +602,15 @@ class _Lane:
                 stands = targets[rowid]
                 if stands:
                     eligible.append(rowid)
-                    found.update(stands)
+                    found_targets.update(stands)
                     if rowid < CLAIM_BASE:
                         lifters.append(rowid)
+        nearby = self.neighbours(lifters[:LIFTERS])
+        # the scores the rest needs: the eligible documents', the lifters' and their neighbours'
+        wanted = eligible + [rowid for near in nearby.values() for rowid in near]
+        scores = found.lookup(wanted)
         lift: dict[int, float] = {}
-        for lifter, near in self.neighbours(lifters[:LIFTERS]).items():
+        for lifter, near in nearby.items():
             score = scores[lifter]
             for rowid in near:
                 if rowid in scores and score > lift.get(rowid, 0.0):

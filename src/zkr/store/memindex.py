@@ -36,7 +36,7 @@ import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -55,6 +55,7 @@ REBUILD_SHARE = 0.25
 _Ints = npt.NDArray[np.int64]
 _Floats = npt.NDArray[np.float64]
 _EMPTY_INTS: _Ints = np.zeros(0, dtype=np.int64)
+_EMPTY_FLOATS: _Floats = np.zeros(0, dtype=np.float64)
 
 
 class Unavailable(Exception):
@@ -310,6 +311,12 @@ class MemIndex:
         """(rowid, score) of the newest ``n`` (all: ``None``) documents in ``[lo, hi]`` holding
         one of ``terms``, newest first; the score is minus FTS5's ``bm25()`` of the expression
         ``t1 OR t2 …``."""
+        return _newest_first(*self.window(terms, lo, hi, n))
+
+    def window(
+        self, terms: Sequence[str], lo: int, hi: int, n: int | None
+    ) -> tuple[_Ints, _Floats]:
+        """:meth:`scored` as two arrays: the rowids ascending (oldest first) and their scores."""
         slices = []
         for term in terms:
             postings = self.terms.get(term)
@@ -318,7 +325,7 @@ class MemIndex:
                 if a < b:
                     slices.append((term, postings, a, b))
         if not slices:
-            return []
+            return _EMPTY_INTS, _EMPTY_FLOATS
         rows = self.rows
         avgdl = float(self.tokens) / float(rows) if rows else 0.0
         if len(slices) == 1:  # one term: the window is its newest postings, scored alone
@@ -327,7 +334,7 @@ class MemIndex:
                 start = end - n
             # (0.0 + part is part: the same doubles as the sum below)
             part = _idf(rows, len(postings.ids)) * postings.saturation(avgdl)[start:end]
-            return _newest_first(postings.ids[start:end], part)
+            return postings.ids[start:end], part
         window = _distinct(np.concatenate([p.ids[a:b] for _, p, a, b in slices]))
         cut = n is not None and len(window) > n
         if cut:
@@ -345,7 +352,11 @@ class MemIndex:
             where = window.searchsorted(postings.ids[start:end])
             score[where] += part
         # FTS5 returns -1.0 * score; the lane's score is minus that: the sum itself
-        return _newest_first(window, score)
+        return window, score
+
+    def candidates(self) -> Candidates:
+        """An empty set of one search's scored matches, scored by this index."""
+        return Candidates(self)
 
     def points(
         self, docs: Sequence[int], weights: Sequence[tuple[str, float]], avg_length: float
@@ -413,6 +424,88 @@ class MemIndex:
             after = ids[c : min(d, c + width)].tolist()
             out.append((rowid, before + after))
         return out
+
+
+class Candidates:
+    """One lexical search's scored matches (:class:`zkr.store.lexical.Candidates`) as arrays.
+
+    The matches stay in numpy from :meth:`MemIndex.window` to the best-first order; only the
+    rowids (a list) and the scores the ranking asks for (:meth:`lookup`) become Python objects.
+    ``add`` overwrites a document's score (``dict.update``), ``rescue`` keeps the one it has
+    (``dict.setdefault``): the latest ``add`` holding a document gives its score, else the
+    first ``rescue``.
+    """
+
+    __slots__ = ("_ids", "_scores", "defaults", "index", "updates")
+
+    def __init__(self, index: MemIndex) -> None:
+        self.index = index
+        self.updates: list[tuple[_Ints, _Floats]] = []  # latest first
+        self.defaults: list[tuple[_Ints, _Floats]] = []  # first first
+        self._ids: _Ints | None = _EMPTY_INTS
+        self._scores: _Floats = _EMPTY_FLOATS
+
+    def add(self, terms: Sequence[str], lo: int, hi: int, n: int) -> tuple[int, int]:
+        """Score the newest ``n`` matches of ``terms`` in ``[lo, hi]`` (:meth:`MemIndex.scored`);
+        returns how many, and the oldest one's rowid (0 when none)."""
+        ids, scores = self.index.window(terms, lo, hi, n)
+        if not len(ids):
+            return 0, 0
+        self.updates.insert(0, (ids, scores))
+        self._ids = None
+        return len(ids), int(ids[0])
+
+    def rescue(self, terms: Sequence[str], lo: int, hi: int) -> int:
+        """Score every match of ``terms`` in ``[lo, hi]``, keeping the scores documents have;
+        returns the oldest one's rowid (``hi + 1`` when none)."""
+        ids, scores = self.index.window(terms, lo, hi, None)
+        if not len(ids):
+            return hi + 1
+        self.defaults.append((ids, scores))
+        self._ids = None
+        return int(ids[0])
+
+    def _merged(self) -> tuple[_Ints, _Floats]:
+        """Every scored document, rowids ascending, with its score."""
+        if self._ids is None:
+            parts = self.updates + self.defaults  # (by precedence)
+            if len(parts) == 1:
+                self._ids, self._scores = parts[0]
+            elif not self.defaults:  # windows: apart, each over rowids no other one spans
+                parts.sort(key=lambda part: int(part[0][0]))
+                self._ids = np.concatenate([ids for ids, _ in parts])
+                self._scores = np.concatenate([scores for _, scores in parts])
+            else:
+                ids, first = np.unique(
+                    np.concatenate([ids for ids, _ in parts]), return_index=True
+                )  # (the first occurrence of each rowid: the one that counts)
+                self._ids = ids
+                self._scores = np.concatenate([scores for _, scores in parts])[first]
+        return self._ids, self._scores
+
+    def best_first(self, boosted: Collection[int], boost: float) -> list[int]:
+        """The documents by score descending (times ``boost`` for those of ``boosted``), then
+        rowid descending: ``sorted(scores, key=lambda r: (-boosted_score(r), -r))``."""
+        ids, scores = self._merged()
+        key = scores
+        if boosted:
+            marked = np.fromiter(boosted, dtype=np.int64, count=len(boosted))
+            hit = np.isin(ids, marked)
+            if hit.any():  # (the same double product as score * boost in Python)
+                key = np.where(hit, scores * boost, scores)
+        # ascending (score, rowid) reversed: rowids are distinct, so no tie is left
+        order: list[int] = ids[np.lexsort((ids, key))[::-1]].tolist()
+        return order
+
+    def lookup(self, rowids: Sequence[int]) -> dict[int, float]:
+        """The score of each of ``rowids`` that was scored (the others are left out)."""
+        ids, scores = self._merged()
+        if not len(ids) or not rowids:
+            return {}
+        at = np.array(rowids, dtype=np.int64)
+        where = ids.searchsorted(at)
+        held = ids.take(where, mode="clip") == at
+        return dict(zip(at[held].tolist(), scores[where[held]].tolist(), strict=True))
 
 
 def _newest_first(ids: _Ints, scores: _Floats) -> list[tuple[int, float]]:
