@@ -199,6 +199,15 @@ class CliResult:
         return message
 
 
+def wal_pending(shm_fd: int) -> int:
+    """Frames of the write-ahead log not yet checkpointed, read from the wal-index header of an
+    open ``PATH-shm`` (https://www.sqlite.org/walformat.html §2.1-2.2: ``mxFrame`` at byte 16,
+    ``nBackfill`` at 96, native byte order), without an SQLite connection in this process."""
+    header = os.pread(shm_fd, 100, 0)
+    frames = int.from_bytes(header[16:20], sys.byteorder)
+    return frames - int.from_bytes(header[96:100], sys.byteorder)
+
+
 def cli(
     db_path: str | None,
     command: str | None = None,

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import cli
+from tests.conftest import cli, wal_pending
 from zkr import MemoryDb
 from zkr.model import LimitRequest, SearchRequest
 
@@ -731,10 +731,7 @@ def test_the_server_checkpoints_between_tool_calls(db_path: str) -> None:
                     text = f"Sam met Kim on day {written}"
                     _ok(await client.call_tool("remember", {"text": text}))
                     written += 1
-                    header = os.pread(shm, 100, 0)
-                    pending = int.from_bytes(header[16:20], sys.byteorder) - int.from_bytes(
-                        header[96:100], sys.byteorder
-                    )
+                    pending = wal_pending(shm)
                     largest = max(largest, pending)
                     checkpoints += pending < previous
                     previous = pending

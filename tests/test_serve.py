@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.conftest import P, T, cli, dump, sam_acme
+from tests.conftest import P, T, cli, dump, sam_acme, wal_pending
 from zkr import MemoryDb, servefile
 from zkr.cli import REQUEST_LIMIT
 from zkr.serve import LINE_LIMIT, answer
@@ -629,10 +629,7 @@ def test_the_server_checkpoints_after_the_response_that_filled_the_log(
             server.ok("remember", {**sam_acme(), "text": f"Sam met Kim on day {written}"})
             written += 1
             server.ok("locator", {"tenant_id": T, "person_id": P, "evidence_id": "none"})
-            header = os.pread(shm, 100, 0)
-            pending = int.from_bytes(header[16:20], sys.byteorder) - int.from_bytes(
-                header[96:100], sys.byteorder
-            )
+            pending = wal_pending(shm)
             largest = max(largest, pending)
             checkpoints += pending < previous
             previous = pending
