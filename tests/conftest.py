@@ -199,13 +199,27 @@ class CliResult:
         return message
 
 
-def wal_pending(shm_fd: int) -> int:
-    """Frames of the write-ahead log not yet checkpointed, read from the wal-index header of an
-    open ``PATH-shm`` (https://www.sqlite.org/walformat.html §2.1-2.2: ``mxFrame`` at byte 16,
-    ``nBackfill`` at 96, native byte order), without an SQLite connection in this process."""
-    header = os.pread(shm_fd, 100, 0)
-    frames = int.from_bytes(header[16:20], sys.byteorder)
-    return frames - int.from_bytes(header[96:100], sys.byteorder)
+class LogWatch:
+    """The write-ahead log of a database seen from outside, through its ``PATH-shm`` (no SQLite
+    connection in this process): after each :meth:`see`, the largest count of frames not yet
+    checkpointed so far and how many checkpoints happened (the count went down). The counts
+    are the wal-index header's ``mxFrame`` and ``nBackfill`` (https://www.sqlite.org/
+    walformat.html §2.1-2.2: bytes 16 and 96, native byte order)."""
+
+    def __init__(self, db_path: str) -> None:
+        self.fd = os.open(db_path + "-shm", os.O_RDONLY)
+        self.largest = self.checkpoints = self.previous = 0
+
+    def see(self) -> None:
+        header = os.pread(self.fd, 100, 0)
+        frames = int.from_bytes(header[16:20], sys.byteorder)
+        pending = frames - int.from_bytes(header[96:100], sys.byteorder)
+        self.largest = max(self.largest, pending)
+        self.checkpoints += pending < self.previous
+        self.previous = pending
+
+    def close(self) -> None:
+        os.close(self.fd)
 
 
 def cli(

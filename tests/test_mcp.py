@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import cli, wal_pending
+from tests.conftest import LogWatch, cli
 from zkr import MemoryDb
 from zkr.model import LimitRequest, SearchRequest
 
@@ -720,24 +720,21 @@ def test_the_server_checkpoints_between_tool_calls(db_path: str) -> None:
     from zkr.servefile import BACKSTOP_FRAMES, IDLE_CHECKPOINT_FRAMES
 
     async def session() -> tuple[int, int, int]:
-        written, checkpoints, largest, previous = 0, 0, 0, 0
+        written = 0
         async with mcp.Client(_params(db_path)) as client:
             _ok(await client.call_tool("remember", {"text": "Sam works at Acme"}))
             written += 1
-            shm = os.open(db_path + "-shm", os.O_RDONLY)  # (no SQLite connection here)
+            log = LogWatch(db_path)
             try:
-                while checkpoints < 2:
+                while log.checkpoints < 2:
                     assert written < 1000, "the log was never checkpointed"
                     text = f"Sam met Kim on day {written}"
                     _ok(await client.call_tool("remember", {"text": text}))
                     written += 1
-                    pending = wal_pending(shm)
-                    largest = max(largest, pending)
-                    checkpoints += pending < previous
-                    previous = pending
+                    log.see()
             finally:
-                os.close(shm)
-        return written, largest, checkpoints
+                log.close()
+        return written, log.largest, log.checkpoints
 
     written, largest, checkpoints = asyncio.run(session())
     assert checkpoints == 2

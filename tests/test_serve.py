@@ -16,7 +16,7 @@ from typing import IO, Any
 
 import pytest
 
-from tests.conftest import P, T, cli, dump, sam_acme, wal_pending
+from tests.conftest import LogWatch, P, T, cli, dump, sam_acme
 from zkr import MemoryDb, servefile
 from zkr.cli import REQUEST_LIMIT
 from zkr.serve import LINE_LIMIT, answer
@@ -621,21 +621,17 @@ def test_the_server_checkpoints_after_the_response_that_filled_the_log(
     answered once it is done), so the log never holds 1000 frames between requests although
     SQLite's backstop is at 2000, and every write is in the file afterwards."""
     server.ok("remember", sam_acme())  # the server has the file (and PATH-shm) open
-    written, checkpoints, largest, previous = 1, 0, 0, 0
-    shm = os.open(db_path + "-shm", os.O_RDONLY)  # (no SQLite connection in this process)
+    written, log = 1, LogWatch(db_path)
     try:
-        while checkpoints < 2:
+        while log.checkpoints < 2:
             assert written < 1000, "the log was never checkpointed"
             server.ok("remember", {**sam_acme(), "text": f"Sam met Kim on day {written}"})
             written += 1
             server.ok("locator", {"tenant_id": T, "person_id": P, "evidence_id": "none"})
-            pending = wal_pending(shm)
-            largest = max(largest, pending)
-            checkpoints += pending < previous
-            previous = pending
+            log.see()
     finally:
-        os.close(shm)
-    assert 0 < largest < IDLE_CHECKPOINT_FRAMES
+        log.close()
+    assert 0 < log.largest < IDLE_CHECKPOINT_FRAMES
     assert server.close() == 0
     conn = sqlite3.connect(db_path)
     try:
