@@ -969,6 +969,30 @@ def test_vector_file_is_optional(
         memory.search(req)  # no file for an in-memory database
 
 
+@pytest.mark.parametrize("off", ["OFF", " False ", "No"])
+def test_vector_cache_switch_reads_zkr_embeds_words_in_any_case(
+    db: MemoryDb,
+    db_path: str,
+    off: str,
+    vector_file: list[object],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``ZKR_VECTOR_CACHE`` takes ``ZKR_EMBED``'s words in any case (zkr.text.env_switch): an
+    upper-case ``OFF`` writes no side file (it used to mean on); an unknown value leaves the
+    cache on (a cache: the answer is the same either way)."""
+    r = remember(db, "note")
+    embed(db, "source", r.source_id, [1.0, 0.0])
+    edit(db_path, "UPDATE embeddings SET created_at = created_at - 100")
+    req = SearchRequest(T, P, "zzz", 3, QueryEmbedding([1.0, 0.0], M, V))
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", off)
+    check_against_reference(db, req)
+    assert not Path(db_path + ".zkr-vectors").exists()
+    monkeypatch.setenv("ZKR_VECTOR_CACHE", "of")
+    with MemoryDb.open(db_path) as fresh:
+        check_against_reference(fresh, req)
+    assert list(Path(db_path + ".zkr-vectors").glob("*.bin"))
+
+
 def test_cache_is_per_connection_and_bounded(tmp_path: Path) -> None:
     dbs = [
         MemoryDb.open(str(tmp_path / f"{i}.db")) for i in range(dense_registry.MAX_CACHED_LANES + 3)

@@ -5,6 +5,8 @@
   reference treats as content, so it is not used.
 * Excerpts are capped at 4096 UTF-8 bytes on a character boundary (spec/retrieval.md §7).
 * Ids are 16 random bytes as 32 lowercase hex characters (spec/lifecycle.md §1.2).
+* On/off environment switches (``ZKR_EMBED``, ``ZKR_VECTOR_CACHE``) read the same words
+  (:func:`env_switch`).
 """
 
 from __future__ import annotations
@@ -60,3 +62,17 @@ def bounded_limit(limit: int) -> int:
     if limit == 0:
         return 10
     return min(limit, 100)
+
+
+SWITCH_OFF = frozenset({"off", "0", "false", "no"})
+SWITCH_ON = frozenset({"", "on", "1", "true", "yes"})
+
+
+def env_switch(name: str) -> bool | None:
+    """The on/off environment switch ``name``: ``False`` for ``off``/``0``/``false``/``no``,
+    ``True`` when unset or ``on``/``1``/``true``/``yes`` (any case, surrounding blanks
+    ignored), ``None`` for any other value — each caller says what a typo means."""
+    value = os.environ.get(name, "").strip().lower()
+    if value in SWITCH_OFF:
+        return False
+    return True if value in SWITCH_ON else None

@@ -20,6 +20,7 @@ import sys
 from zkr.errors import InvalidInput
 from zkr.model import QueryEmbedding
 from zkr.store.driver import Connection, change_mark
+from zkr.text import env_switch
 from zkr.typelite import NamedTuple
 
 
@@ -98,22 +99,17 @@ def forget(conn: sqlite3.Connection) -> bool:
         return False
 
 
-_OFF = frozenset({"off", "0", "false", "no"})
-_ON = frozenset({"", "on", "1", "true", "yes"})
-
-
 def switched_on() -> bool:
     """``ZKR_EMBED``: ``off``/``0``/``false``/``no`` make ``search`` lexical on purpose;
     unset, ``on``/``1``/``true``/``yes`` leave the recorded local model in use (any case).
 
     Raises ``InvalidInput`` naming the setting for any other value (a typo must not silently
     mean either)."""
-    value = os.environ.get("ZKR_EMBED", "").strip().lower()
-    if value in _OFF:
-        return False
-    if value in _ON:
-        return True
-    raise InvalidInput(f"ZKR_EMBED must be on or off, not {value!r}")
+    switch = env_switch("ZKR_EMBED")
+    if switch is None:
+        value = os.environ.get("ZKR_EMBED", "").strip().lower()
+        raise InvalidInput(f"ZKR_EMBED must be on or off, not {value!r}")
+    return switch
 
 
 def query_embedding(conn: sqlite3.Connection, query: str) -> QueryEmbedding | None:

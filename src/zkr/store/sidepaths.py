@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 
 from zkr.codec import sha256_hex
+from zkr.text import env_switch
 from zkr.typelite import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pathlib (and what it imports) stays off the numpy-free search's path
@@ -31,7 +32,11 @@ STATE, OVERLAY, ROWS, INDEX = ".lane", ".add", ".rows", ".fast"
 
 
 def enabled() -> bool:
-    return os.environ.get("ZKR_VECTOR_CACHE", "1") not in ("0", "off", "false", "no")
+    """``ZKR_VECTOR_CACHE`` (:func:`zkr.text.env_switch`'s words, any case): the side files are
+    read and written unless it is off. Any other value leaves them on: they are a cache, and a
+    search answers the same with or without them, so a typo must not fail every search (nor a
+    ``MemoryDb.close`` that primes them)."""
+    return env_switch("ZKR_VECTOR_CACHE") is not False
 
 
 def lane_file(conn: sqlite3.Connection, scope: tuple[str, str, str, str]) -> str | None:
