@@ -17,8 +17,9 @@ from zkr.store.dense import blocks, mapping
 from zkr.store.dense.blocks import Block, Entry, Meta, config_of, lean_reads
 from zkr.store.dense.mapping import Row, id_array, split_keys
 from zkr.store.dense.registry import LaneCache
-from zkr.store.dense.rows import CAPTURES_SQL, PATCH_SQL, WRITTEN_SQL, schema_version
+from zkr.store.dense.rows import CAPTURES_SQL, PATCH_SQL, schema_version
 from zkr.store.eligibility import SCOPE_LINKS_OF_SQL
+from zkr.store.lanesql import WRITTEN_TARGETS_SQL
 from zkr.store.vectors import LaneConfig
 
 PATCH_TARGETS = 2048
@@ -84,7 +85,7 @@ def _patch_rows(conn: sqlite3.Connection, cache: LaneCache) -> bool:
     dirty_rows = np.asarray(sorted(dirty), dtype=np.int64)
     if dirty:
         affected |= _ids(pos_ids[np.isin(derived.pos_rowids, dirty_rows)])
-        written = conn.execute(WRITTEN_SQL, {**scope, "rows": json.dumps(sorted(dirty))})
+        written = conn.execute(WRITTEN_TARGETS_SQL, {**scope, "rows": json.dumps(sorted(dirty))})
         affected.update(r[0] for r in written if isinstance(r[0], str))
     if len(affected) > PATCH_TARGETS:
         return False

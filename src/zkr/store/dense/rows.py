@@ -116,12 +116,6 @@ UNION SELECT e.id FROM caps CROSS JOIN evidence e
   ON e.tenant_id = :t AND e.person_id = :p AND e.source_id = caps.id
 """
 
-# The lane's rows that a patch names: written rows (by rowid) to learn their targets.
-WRITTEN_SQL = (
-    "SELECT em.target_id FROM embeddings em WHERE em.rowid IN (SELECT value FROM json_each(:rows))"
-    " AND em.tenant_id = :t AND em.person_id = :p AND em.model = :m AND em.version = :v"
-)
-
 
 PG_VERSIONS_SQL = """
 SELECT rowid, CAST(xmin AS TEXT) FROM embeddings
