@@ -45,7 +45,7 @@ from zkr import model
 from zkr.errors import RequestError
 
 if TYPE_CHECKING:
-    from zkr.memory import MemoryDb
+    from zkr.memory.reads import ReadCommands
 
 DEFAULT_MAX_BYTES = 4_000
 MIN_LINE_BYTES = 160
@@ -55,7 +55,7 @@ MAX_DATED_SECONDS = 253_402_300_799  # 9999-12-31 23:59:59 UTC: later times are 
 
 
 def build_context(
-    db: MemoryDb,
+    db: ReadCommands,
     tenant_id: str,
     person_id: str,
     query: str,
