@@ -47,12 +47,15 @@ import math
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
 from zkr.dbpath import refuse_throwaway
 from zkr.errors import RequestError, ZkrError
 from zkr.output import respond
+
+if TYPE_CHECKING:
+    from zkr.model import RememberRequest
 
 FORMATS = ("auto", "chatgpt", "claude", "jsonl")
 BATCH = 500
@@ -64,7 +67,9 @@ class Turn(NamedTuple):
     """One chat turn ready to store: ingestion key, role, text, Unix seconds (or ``None``).
 
     ``line`` is the 1-based JSONL line (``None`` for chat exports); ``error`` set means the line
-    could not be read as a turn (it is counted ``failed``, never stored).
+    or message could not be read as a turn (it is counted ``failed``, never stored). ``alias``
+    is the key an import before keys were made unambiguous gave this turn, when ``key`` is not
+    that key (see :func:`import_turns`: the turn replays under it where it was stored so).
     """
 
     key: str
@@ -73,6 +78,7 @@ class Turn(NamedTuple):
     at: int | None
     line: int | None = None
     error: str | None = None
+    alias: str | None = None
 
 
 def _iso_seconds(value: str) -> int | None:
@@ -90,66 +96,186 @@ def _iso_seconds(value: str) -> int | None:
         return None
 
 
-def _seconds(value: Any) -> int | None:
-    """A chat export's time: Unix seconds (int or float, truncated to whole seconds) or an ISO
-    8601 string as integer seconds; ``None`` for a missing, non-finite or unreadable time."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) else None
-    if isinstance(value, str) and value.strip():
-        return _iso_seconds(value)
-    return None
+def _read_time(name: str, value: Any, *, whole: bool) -> int | None:
+    """A turn's time as integer Unix seconds; ``None`` only when it is absent (``null``).
 
-
-def _jsonl_seconds(name: str, value: Any) -> int | None:
-    """A JSONL line's time: whole Unix seconds or an ISO 8601 string; ``None`` when absent.
-
-    Raises ``ValueError`` (the line's message) for anything else: ``1.7``, ``true``, ``"soon"``,
-    a number outside the signed 64-bit range.
+    Accepted: an integer, an ISO 8601 string (fraction truncated, UTC without an offset) and,
+    unless ``whole`` (JSONL), a finite float (truncated: chat exports write ``1714000001.5``).
+    ``0`` is a time like any other. Raises ``ValueError`` naming ``name`` for anything else
+    (``1.7`` in JSONL, ``true``, ``""``, ``"soon"``, ``Infinity``, a number outside the signed
+    64-bit range): a present but unreadable time fails its turn, it never falls back.
     """
     if value is None:
         return None
     at: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         at = value
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    elif isinstance(value, float) and math.isfinite(value) and (value.is_integer() or not whole):
         at = int(value)
     elif isinstance(value, str) and value.strip():
         at = _iso_seconds(value)
-    # beyond i64 the message would name remember's `captured_at`, not this line's field
+    # beyond i64 the message would name remember's `captured_at`, not the file's field
     if at is not None and I64_MIN <= at <= I64_MAX:
         return at
+    unit = "whole Unix seconds" if whole else "Unix seconds"
     raise ValueError(
-        f"field `{name}` must be whole Unix seconds or an ISO 8601 string,"
+        f"{name} must be {unit} or an ISO 8601 string,"
         f" got {json.dumps(value, ensure_ascii=False)[:40]}"
     )
+
+
+def _jsonl_seconds(name: str, value: Any) -> int | None:
+    """A JSONL line's time (whole seconds or ISO 8601), ``None`` when absent; raises
+    ``ValueError`` for anything else (see :func:`_read_time`)."""
+    return _read_time(f"field `{name}`", value, whole=True)
+
+
+class _ChatTime(NamedTuple):
+    """A conversation's time (the fallback of its messages without one) or why it is unreadable."""
+
+    at: int | None
+    error: str | None
+
+    @classmethod
+    def read(cls, conversation: dict[str, Any], name: str) -> _ChatTime:
+        try:
+            return cls(
+                _read_time(f"conversation field `{name}`", conversation.get(name), whole=False),
+                None,
+            )
+        except ValueError as exc:
+            return cls(None, str(exc))
+
+    def message_time(self, message: dict[str, Any], name: str) -> int | None:
+        """The message's own time, else (absent or ``null``) the conversation's; ``None``
+        when neither is there (the turn is counted ``undated``). Raises ``ValueError`` for an
+        unreadable message time, or an unreadable conversation time the message would use."""
+        at = _read_time(f"field `{name}`", message.get(name), whole=False)
+        if at is not None:
+            return at
+        if self.error is not None:
+            raise ValueError(self.error)
+        return self.at
+
+
+# --------------------------------------------------------------------------- keys
+
+
+def _canonical(value: Any) -> str:
+    """Compact JSON with sorted object keys: one spelling per JSON value (``1`` ≠ ``"1"``)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def _digest(value: Any) -> str:
+    """The first 32 hex digits of the SHA-256 of ``value`` as JSON (the id-less JSONL key's
+    spelling since the first release: ``json.dumps`` defaults, not :func:`_canonical`)."""
+    # surrogatepass: a lone surrogate still gets a key (and then fails alone in remember)
+    data = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def _id_key(fmt: str, conv: Any, ident: Any, legacy: str) -> tuple[str, str | None]:
+    """``(key, alias)`` of a turn with its own id ``ident`` (a JSON value, not ``null``) in
+    conversation ``conv`` (``None``: the turn names none).
+
+    ``legacy`` is ``FMT:CONV:ID`` as the first releases wrote it (``str`` of each part). It is
+    unambiguous, and stays the key, when ``conv`` is ``None`` or a non-empty string without
+    ``:`` and ``ident`` is a string: the first ``:`` after ``FMT:`` then splits it back. Any other
+    turn gets ``FMT`` + the canonical JSON array ``[conv, ident]`` (``jsonl["a:b","c"]``,
+    ``jsonl["s1",1]``, ``jsonl["",1]``), which never starts with ``FMT:``, so it can equal no
+    other turn's key, old or new; its ``legacy`` is returned as the alias.
+    """
+    plain = conv is None or (isinstance(conv, str) and conv != "" and ":" not in conv)
+    if plain and isinstance(ident, str):
+        return legacy, None
+    return fmt + _canonical([conv, ident]), legacy
+
+
+def _spare_key(key: str) -> str:
+    """The JSON-array spelling of a plain ``FMT:CONV:ID`` key (see :func:`_id_key`): the key of
+    its turn when another turn of the same import replays under ``FMT:CONV:ID`` as its alias
+    (an earlier import, before keys were unambiguous, stored that turn there)."""
+    fmt, conv, ident = key.split(":", 2)
+    return fmt + _canonical([conv or None, ident])
+
+
+class _Unnamed:
+    """Keys of one conversation's messages without an id of their own.
+
+    Such a message is known by its content and how many messages of the conversation with the
+    same content (role, text, time) came before it: ``FMT[CONV,null,DIGEST,N]``, the same on every
+    import of the same file, and different for two such messages (even identical ones). The
+    alias is the key of the first releases (``FMT:CONV:``, shared by all of them).
+    """
+
+    def __init__(self, fmt: str, conv: Any) -> None:
+        self.fmt = fmt
+        self.conv = conv
+        self.seen: dict[str, int] = {}
+
+    def key(self, role: str, text: str, at: int | None) -> str:
+        digest = _digest([role, text, at])
+        count = self.seen.get(digest, 0)
+        self.seen[digest] = count + 1
+        return self.fmt + _canonical([self.conv, None, digest, count])
 
 
 # --------------------------------------------------------------------------- formats
 
 
+def _id(value: Any) -> Any:
+    """An export's id, ``None`` when it is missing, ``null`` or ``""`` (as its first releases
+    read them: ``value or ...``)."""
+    return None if value is None or value == "" or value is False else value
+
+
+def _thread(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
+    """The nodes from the root to ``current`` (the conversation's ``current_node``), in order.
+
+    Without a ``current_node`` found in the mapping (an export of another tool, a hand-written
+    file), the thread ends at the newest leaf (the node without children whose message has the
+    latest readable ``create_time``; the last in the mapping among equals), the branch the
+    conversation was last continued on: the conversation is not silently left out.
+    """
+    if not (isinstance(current, str) and current in mapping):
+        newest: tuple[float, int] | None = None
+        for index, (node_id, node) in enumerate(mapping.items()):
+            if not isinstance(node, dict) or any(
+                c in mapping for c in node.get("children") or () if isinstance(c, str)
+            ):
+                continue
+            message = node.get("message")
+            value = message.get("create_time") if isinstance(message, dict) else None
+            try:
+                at = _read_time("", value, whole=False)
+            except ValueError:
+                at = None
+            rank = (-math.inf if at is None else at, index)
+            if newest is None or rank > newest:
+                newest, current = rank, node_id
+    thread: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while isinstance(current, str) and current in mapping and current not in seen:
+        seen.add(current)
+        node = mapping[current]
+        if not isinstance(node, dict):
+            break
+        thread.append(node)
+        current = node.get("parent")
+    thread.reverse()
+    return thread
+
+
 def chatgpt_turns(data: Any) -> Iterator[Turn]:
     """Turns of a ChatGPT ``conversations.json`` (the thread ending at ``current_node``)."""
     for conversation in _conversations(data):
-        conv_id = str(conversation.get("conversation_id") or conversation.get("id") or "")
+        conv = _id(conversation.get("conversation_id") or conversation.get("id"))
         mapping = conversation.get("mapping")
         if not isinstance(mapping, dict):
             continue
-        conv_time = _seconds(conversation.get("create_time"))
-        node_id = conversation.get("current_node")
-        thread: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        while isinstance(node_id, str) and node_id in mapping and node_id not in seen:
-            seen.add(node_id)
-            node = mapping[node_id]
-            if not isinstance(node, dict):
-                break
-            thread.append(node)
-            node_id = node.get("parent")
-        for node in reversed(thread):
+        conv_time = _ChatTime.read(conversation, "create_time")
+        unnamed = _Unnamed("chatgpt", conv)
+        for node in _thread(mapping, conversation.get("current_node")):
             message = node.get("message")
             if not isinstance(message, dict):
                 continue
@@ -162,19 +288,30 @@ def chatgpt_turns(data: Any) -> Iterator[Turn]:
             if not isinstance(parts, list):
                 continue
             text = "\n".join(p for p in parts if isinstance(p, str)).strip()
-            message_id = str(message.get("id") or node.get("id") or "")
-            at = _seconds(message.get("create_time")) or conv_time
-            yield Turn(f"chatgpt:{conv_id}:{message_id}", role, text, at)
+            yield _chat_turn(
+                "chatgpt",
+                conv,
+                _id(message.get("id") or node.get("id")),
+                # the first releases' key, verbatim: an import made by one must keep replaying
+                f"chatgpt:{conv or ''}:{message.get('id') or node.get('id') or ''}",
+                unnamed,
+                role,
+                text,
+                conv_time,
+                message,
+                "create_time",
+            )
 
 
 def claude_turns(data: Any) -> Iterator[Turn]:
     """Turns of a Claude ``conversations.json``."""
     for conversation in _conversations(data):
-        conv_id = str(conversation.get("uuid") or "")
-        conv_time = _seconds(conversation.get("created_at"))
+        conv = _id(conversation.get("uuid"))
+        conv_time = _ChatTime.read(conversation, "created_at")
         messages = conversation.get("chat_messages")
         if not isinstance(messages, list):
             continue
+        unnamed = _Unnamed("claude", conv)
         for message in messages:
             if not isinstance(message, dict):
                 continue
@@ -192,8 +329,44 @@ def claude_turns(data: Any) -> Iterator[Turn]:
                     and block.get("type") == "text"
                     and isinstance(block.get("text"), str)
                 )
-            at = _seconds(message.get("created_at")) or conv_time
-            yield Turn(f"claude:{conv_id}:{message.get('uuid', '')}", role, text.strip(), at)
+            yield _chat_turn(
+                "claude",
+                conv,
+                _id(message.get("uuid")),
+                # the first releases' key, verbatim: an import made by one must keep replaying
+                f"claude:{conv or ''}:{message.get('uuid', '')}",
+                unnamed,
+                role,
+                text.strip(),
+                conv_time,
+                message,
+                "created_at",
+            )
+
+
+def _chat_turn(
+    fmt: str,
+    conv: Any,
+    ident: Any,
+    legacy: str,
+    unnamed: _Unnamed,
+    role: str,
+    text: str,
+    conv_time: _ChatTime,
+    message: dict[str, Any],
+    field: str,
+) -> Turn:
+    """One chat export message as a turn: its key (:func:`_id_key`, or :class:`_Unnamed` without
+    an id) and time (:meth:`_ChatTime.message_time`; an unreadable one fails the turn alone)."""
+    error: str | None = None
+    try:
+        at = conv_time.message_time(message, field)
+    except ValueError as exc:
+        at, error = None, str(exc)
+    if ident is None:
+        return Turn(unnamed.key(role, text, at), role, text, at, None, error, legacy)
+    key, alias = _id_key(fmt, conv, ident, legacy)
+    return Turn(key, role, text, at, None, error, alias)
 
 
 def jsonl_turns(lines: Iterable[str]) -> Iterator[Turn]:
@@ -201,17 +374,23 @@ def jsonl_turns(lines: Iterable[str]) -> Iterator[Turn]:
 
     A line that is not a turn yields a ``Turn`` with ``error`` set (it fails alone).
     """
+    repeats: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield _jsonl_turn(number, line)
+            yield _jsonl_turn(number, line, repeats)
         except ValueError as exc:
             yield Turn("", "", "", None, number, str(exc))
 
 
-def _jsonl_turn(number: int, line: str) -> Turn:
-    """One JSONL line as a turn; raises ``ValueError`` with the reason it is not one."""
+def _jsonl_turn(number: int, line: str, repeats: dict[str, int]) -> Turn:
+    """One JSONL line as a turn; raises ``ValueError`` with the reason it is not one.
+
+    A line without an ``id`` is keyed by a digest of its conversation, role, text and time;
+    ``repeats`` counts such lines per digest, so the second of two identical lines gets a digest
+    with its count too (a turn of its own, not a replay of the first).
+    """
     try:  # the CLI's JSON rules: no NaN, no duplicate field, no number past a double
         item = parse_json(line, lone_surrogates=True)
     except RequestError as exc:
@@ -233,15 +412,17 @@ def _jsonl_turn(number: int, line: str) -> Turn:
     name = "created_at" if item.get("created_at") is not None else "timestamp"
     at = _jsonl_seconds(name, item.get(name))
     conv = item.get("conversation_id")
+    alias: str | None = None
     if item.get("id") is not None:
-        key = f"jsonl:{conv or ''}:{item['id']}"
+        # the first releases' key, verbatim: an import made by one must keep replaying
+        key, alias = _id_key("jsonl", conv, item["id"], f"jsonl:{conv or ''}:{item['id']}")
     else:
-        # surrogatepass: a lone surrogate still gets a key (and then fails alone in remember)
-        digest = hashlib.sha256(
-            json.dumps([conv, role, text, at], ensure_ascii=False).encode("utf-8", "surrogatepass")
-        ).hexdigest()
-        key = f"jsonl:{digest[:32]}"
-    return Turn(key, role, text.strip(), at, number)
+        fields: list[Any] = [conv, role, text, at]
+        first = _digest(fields)
+        count = repeats.get(first, 0)
+        repeats[first] = count + 1
+        key = f"jsonl:{_digest([*fields, count]) if count else first}"
+    return Turn(key, role, text.strip(), at, number, alias=alias)
 
 
 def _conversations(data: Any) -> list[dict[str, Any]]:
@@ -343,62 +524,100 @@ def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
 # --------------------------------------------------------------------------- storing
 
 
+def _choose_keys(
+    db: Any, requests: dict[int, RememberRequest], turns: list[Turn]
+) -> dict[int, str]:
+    """The key each turn sent to ``remember`` (the indexes of ``requests``, each request
+    under the turn's ``key``) is sent under.
+
+    A turn with an ``alias`` (the ambiguous key the first releases gave it) is sent under the
+    alias when the scope holds its very payload there (or a deleted memory: it stays deleted),
+    no earlier turn of the file took that alias, and no turn of the file whose own key is the
+    alias has that payload too: an earlier import stored the turn so, and it replays instead of
+    being stored twice. A turn whose own key another turn took as its alias (the turn that lost
+    the shared key back then) is sent under :func:`_spare_key`. Every other turn: its ``key``.
+    All is decided on the database as it was before this import, so batches do not matter.
+    """
+    with_alias = [i for i in requests if turns[i].alias is not None]
+    asked = [requests[i]._replace(ingestion_key=turns[i].alias) for i in with_alias]
+    statuses = dict(zip(with_alias, db.replay_statuses(asked), strict=True))
+    owners: dict[str, set[tuple[str, int]]] = {}  # key -> (text, time) of its own turns
+    for i, req in requests.items():
+        if turns[i].alias is None:
+            owners.setdefault(turns[i].key, set()).add((req.text, req.captured_at))
+    keys = {i: turns[i].key for i in requests}
+    taken: set[str] = set()
+    for i in with_alias:
+        alias = turns[i].alias
+        assert alias is not None
+        status = statuses[i]
+        if alias in taken or status not in ("replayed", "deleted"):
+            continue
+        if status == "replayed":
+            if (requests[i].text, requests[i].captured_at) in owners.get(alias, ()):
+                continue  # the turn whose own key it is has this payload: the memory is its
+            taken.add(alias)
+        keys[i] = alias
+    for i in requests:
+        if turns[i].alias is None and keys[i] in taken:
+            keys[i] = _spare_key(keys[i])
+    return keys
+
+
 def import_turns(
     db: Any, tenant_id: str, person_id: str, turns: list[Turn], progress: Any = None
 ) -> dict[str, Any]:
     """Store ``turns`` into the (tenant, person) scope of ``db``; returns the summary counts.
 
-    ``progress``, when given, is called with the number of turns just handled.
+    ``progress``, when given, is called with the number of turns just handled. The key of each
+    turn: :func:`_choose_keys`.
     """
     from zkr.model import RememberRequest, SourceKind
 
     counts = {"stored": 0, "replayed": 0, "deleted": 0, "failed": 0, "empty": 0, "undated": 0}
     errors: list[dict[str, Any]] = []
+    requests: dict[int, RememberRequest] = {}  # the turns sent to remember, by index
+    for index, turn in enumerate(turns):
+        if turn.error is None and turn.text and turn.at is not None:
+            text = f"{turn.role}: {turn.text}"
+            requests[index] = RememberRequest(
+                tenant_id, person_id, SourceKind.CONVERSATION, text, turn.at, turn.at, turn.key
+            )
+    keys = _choose_keys(db, requests, turns)
     batch: list[tuple[Turn, RememberRequest]] = []
 
-    def fail(turn: Turn, message: str) -> None:
+    def fail(turn: Turn, message: str, key: str) -> None:
         counts["failed"] += 1
         error: dict[str, Any] = {"error": message}
-        if turn.key:
-            error["key"] = turn.key
+        if key:
+            error["key"] = key
         if turn.line is not None:
             error["line"] = turn.line
         errors.append(error)
 
     def flush() -> None:
         outcomes = db.remember_many([req for _, req in batch], outcomes=True)
-        for (turn, _), outcome in zip(batch, outcomes, strict=True):
+        for (turn, req), outcome in zip(batch, outcomes, strict=True):
             if outcome.status == "failed":
-                fail(turn, outcome.error or "")
+                fail(turn, outcome.error or "", req.ingestion_key or "")
             else:
                 counts[outcome.status] += 1
         if progress is not None:
             progress(len(batch))
         batch.clear()
 
-    for turn in turns:
+    for index, turn in enumerate(turns):
+        if index in requests:
+            batch.append((turn, requests[index]._replace(ingestion_key=keys[index])))
+            if len(batch) >= BATCH:
+                flush()
+            continue
         if turn.error is not None:
-            fail(turn, turn.error)
-            if progress is not None:
-                progress(1)
-            continue
-        if not turn.text or turn.at is None:
+            fail(turn, turn.error, turn.key)
+        else:
             counts["empty" if not turn.text else "undated"] += 1
-            if progress is not None:
-                progress(1)
-            continue
-        request = RememberRequest(
-            tenant_id,
-            person_id,
-            SourceKind.CONVERSATION,
-            f"{turn.role}: {turn.text}",
-            turn.at,
-            turn.at,
-            turn.key,
-        )
-        batch.append((turn, request))
-        if len(batch) >= BATCH:
-            flush()
+        if progress is not None:
+            progress(1)
     if batch:
         flush()
     errors.sort(key=lambda e: int(e.get("line", 0)))  # file order (stable for chat exports)

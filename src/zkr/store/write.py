@@ -418,6 +418,34 @@ def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> R
     return RememberResult(source_id, evidence_id, claim_id)
 
 
+def replay_statuses(conn: sqlite3.Connection, reqs: Sequence[RememberRequest]) -> list[str | None]:
+    """What ``remember`` would do with each request's ingestion key now, writing nothing (one
+    read snapshot): ``None`` (no source has the key in scope: it would store), ``"replayed"``
+    (the same payload, spec/lifecycle.md §3.1), ``"deleted"`` (the key's memory was deleted) or
+    ``"conflict"`` (another payload). A request without a key is ``None``."""
+    statuses: list[str | None] = []
+    with read_tx(conn):
+        for req in reqs:
+            row = None
+            if req.ingestion_key is not None:
+                row = conn.execute(
+                    "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ?"
+                    " AND ingestion_key = ?",
+                    (req.tenant_id, req.person_id, req.ingestion_key),
+                ).fetchone()
+            if row is None:
+                statuses.append(None)
+                continue
+            try:
+                _replay(conn, req, row[0])  # compares, never writes
+                statuses.append("replayed")
+            except NotFound:
+                statuses.append("deleted")
+            except InvalidInput:
+                statuses.append("conflict")
+    return statuses
+
+
 def ingested_times(
     conn: sqlite3.Connection, tenant_id: str, person_id: str, ingestion_key: str
 ) -> tuple[int, int] | None:
