@@ -882,3 +882,24 @@ def test_a_chatgpt_conversation_without_current_node_follows_its_latest_branch(
     texts = {text for text, _, _ in contents(db_path)}
     assert "user: To Lisbon in May." in texts and "user: Maybe Paris" not in texts
     assert "user: I prefer green tea." in texts
+
+
+def test_chatgpt_voice_messages_keep_their_transcripts(tmp_path: Path) -> None:
+    """A voice-mode message has its words in an ``audio_transcription`` part, not a string part:
+    it was counted ``empty`` and its words were lost."""
+    export = [gpt_conversation("v", [("u", "user", "x"), ("a", "assistant", "y")])]
+    mapping = export[0]["mapping"]
+    for node_id, words, direction in (("n0", "Book a table", "in"), ("n1", "Done.", "out")):
+        mapping[node_id]["message"]["content"] = {
+            "content_type": "multimodal_text",
+            "parts": [
+                {"content_type": "audio_transcription", "text": words, "direction": direction},
+                {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_1"},
+            ],
+        }
+    file = tmp_path / "conversations.json"
+    file.write_text(json.dumps(export), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["empty"]) == (2, 0)
+    assert {text for text, _, _ in contents(db_path)} == {"user: Book a table", "assistant: Done."}

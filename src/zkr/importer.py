@@ -266,6 +266,18 @@ def _thread(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
     return thread
 
 
+def _part_text(part: Any) -> str:
+    """The text of one ChatGPT content part: a string, or the transcript of a voice message (an
+    object with ``content_type`` ``audio_transcription`` and a ``text``, as voice mode writes
+    it: such turns used to count ``empty``); other parts (images, audio) have none."""
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and part.get("content_type") == "audio_transcription":
+        text = part.get("text")
+        return text if isinstance(text, str) else ""
+    return ""
+
+
 def chatgpt_turns(data: Any) -> Iterator[Turn]:
     """Turns of a ChatGPT ``conversations.json`` (the thread ending at ``current_node``)."""
     for conversation in _conversations(data):
@@ -287,7 +299,7 @@ def chatgpt_turns(data: Any) -> Iterator[Turn]:
             parts = content.get("parts") if isinstance(content, dict) else None
             if not isinstance(parts, list):
                 continue
-            text = "\n".join(p for p in parts if isinstance(p, str)).strip()
+            text = "\n".join(_part_text(p) for p in parts).strip()
             yield _chat_turn(
                 "chatgpt",
                 conv,
