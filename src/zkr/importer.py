@@ -5,16 +5,22 @@
 FILE ``-`` reads standard input.
 
 Every turn becomes one ``remember`` (kind ``conversation``, text ``ROLE: TEXT``) with an
-ingestion key derived from the export's own ids, and ``captured_at = recorded_at`` = the turn's
-time (else its conversation's; a turn with neither is skipped and counted as undated), so a
-second import of the same file replays every key and changes nothing: the database is the same.
-Turns are stored in batches through ``remember_many(outcomes=True)``: a turn whose memory was
-deleted since is skipped and counted (``deleted``), never re-ingested; a bad turn (in JSONL, a
-bad line) fails alone (``failed``, with the first ten messages in ``errors``, each with the
-turn's ``key`` and, in JSONL, its ``line``). On a terminal a progress bar (tqdm) runs on stderr.
-The summary is one JSON object on stdout; a bad command line, a missing, unreadable or non-UTF-8
-file, or a file without the shape of the chosen format is one ``{"error"}`` line on stderr and
-exit status 1, as for any CLI call, and nothing is stored.
+ingestion key derived from the export's own ids (see Keys), and ``captured_at = recorded_at`` =
+the turn's time, so a second import of the same file replays every key and changes nothing: the
+database is the same. Turns are stored in batches through ``remember_many(outcomes=True)``: a
+turn whose memory was deleted since is skipped and counted (``deleted``), never re-ingested; a
+bad turn (in JSONL, a bad line) fails alone (``failed``, with the first ten messages in
+``errors``, each with the turn's ``key`` when it has one and, in JSONL, its ``line``). On a
+terminal a progress bar (tqdm) runs on stderr. The summary is one JSON object on stdout; a bad
+command line, a missing, unreadable or non-UTF-8 file, or a file without the shape of the chosen
+format is one ``{"error"}`` line on stderr and exit status 1, as for any CLI call, and nothing
+is stored.
+
+Times: a message's own time is used when it has one (``0`` included); a message without one
+(missing or ``null``) takes its conversation's (chat exports only); a turn with neither is
+skipped and counted ``undated``. A time that is there but unreadable (``"soon"``, ``""``,
+``true``, ``Infinity``, past 64 bits) fails that turn alone, never falls back; in a chat export
+an unreadable conversation time fails only the messages without a time of their own.
 
 Formats (``auto``, the default, looks at the file: a JSON array with ``mapping`` is chatgpt, with
 ``chat_messages`` claude, anything not starting with ``[`` (or whose first line is a whole JSON
@@ -22,21 +28,44 @@ value with more lines after it) jsonl):
 
 * ``chatgpt`` — ``conversations.json`` of a ChatGPT data export: a list of conversations with a
   ``mapping`` of message nodes; the thread ending at ``current_node`` is imported (edited-away
-  branches are not), user and assistant text parts only. Key ``chatgpt:CONV:MESSAGE``. Times are
-  float Unix seconds (``create_time``), truncated to whole seconds.
+  branches are not; without a ``current_node`` in the mapping, the thread ending at the newest
+  leaf), user and assistant text parts and voice transcripts only. Times are float Unix seconds
+  (``create_time``), truncated to whole seconds.
 * ``claude`` — ``conversations.json`` of a Claude export: a list of conversations with
   ``chat_messages`` (``sender`` human/assistant, ``text`` or text ``content`` blocks, ISO 8601
-  ``created_at``, fractions of a second truncated). Key ``claude:CONV:MESSAGE``.
+  ``created_at``, fractions of a second truncated).
 * ``jsonl`` — one JSON object per line: ``text`` (or ``content``, a string), optional ``role``
   (a string), ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (whole
-  Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` or an unreadable time
-  fails that line, no time counts it ``undated``). Key ``jsonl:CONV:ID``, or
-  ``jsonl:sha256(...)`` of the line's fields when it has no id. A line that is not such an
-  object fails alone; a file with no JSON object line at all is refused.
+  Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` fails that line). A
+  line that is not such an object fails alone; a file with no JSON object line at all is
+  refused.
 
 A chatgpt or claude file must be a JSON array of conversations (or one conversation) of which at
 least one has the format's ``mapping`` / ``chat_messages``; otherwise (say ``--format claude`` on
 a ChatGPT export) the import is refused, naming the format expected.
+
+Keys (FMT is chatgpt, claude or jsonl; CONV the conversation's id, ID the message's: ChatGPT's
+``conversation_id``/``id`` and message ``id``, Claude's ``uuid``s, JSONL's
+``conversation_id``/``id``; a ``null`` or missing one is none, as is ``""`` in a chat export):
+
+* ``FMT:CONV:ID`` when CONV is none or a string without ``:`` and ID is a string (no CONV:
+  ``FMT::ID``) — the common case, and the key of every release;
+* else ``FMT`` + the compact JSON array ``[CONV, ID]``, so no two distinct turns share a key:
+  ``jsonl["a:b","c"]`` is not ``jsonl:a:b:c`` (conversation ``a``, id ``b:c``), ``jsonl["s",1]``
+  (an integer id) is not ``jsonl:s:1``, ``jsonl["","x"]`` (conversation ``""``) is not
+  ``jsonl::x``;
+* a chat message without an id: ``FMT[CONV,null,DIGEST,N]``, DIGEST of its role, text and time,
+  N the number of such messages of the conversation with the same DIGEST before it (two
+  identical messages are two turns);
+* a JSONL line without an ``id``: ``jsonl:`` + 32 hex digits of the SHA-256 of its
+  conversation, role, text and time (and, for the second and later of identical lines, its
+  count: each line is a turn).
+
+Imports before these keys gave the turns of the second and third cases ``FMT:CONV:ID``
+(``FMT:CONV:`` without an id), shared by distinct turns. Such a turn is sent under that old key
+when the database holds its very text and time there (or a deleted memory: it stays deleted)
+and no other turn of the file owns it, so files imported before replay instead of being stored
+twice; the turns those imports lost to a shared key are stored now, under their own keys.
 """
 
 from __future__ import annotations
