@@ -903,3 +903,25 @@ def test_chatgpt_voice_messages_keep_their_transcripts(tmp_path: Path) -> None:
     summary = run_import(db_path, file).json()
     assert (summary["stored"], summary["empty"]) == (2, 0)
     assert {text for text, _, _ in contents(db_path)} == {"user: Book a table", "assistant: Done."}
+
+
+def test_a_lone_surrogate_in_an_old_key_fails_its_line_alone(tmp_path: Path) -> None:
+    """A line whose id holds a lone surrogate made the summary unwritable (an internal error
+    after the other turns were stored), and asking the database for such a line's old key was
+    a storage error that refused the whole import."""
+    file = tmp_path / "turns.jsonl"
+    lines = [
+        '{"text": "x", "id": "\\ud800", "conversation_id": "a:b", "created_at": 5}',
+        '{"text": "kept", "id": 2, "conversation_id": "a", "created_at": 5}',
+        '{"text": "y", "id": "\\udc01", "created_at": 6}',
+    ]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["failed"]) == (1, 2)
+    message = "field `ingestion_key`: lone surrogate in string"
+    assert summary["errors"] == [
+        {"error": message, "key": 'jsonl["a:b","\\ud800"]', "line": 1},
+        {"error": message, "key": "jsonl::\\udc01", "line": 3},
+    ]
+    assert contents(db_path) == [("user: kept", 5, 'jsonl["a",2]')]

@@ -630,8 +630,8 @@ def import_turns(
     def fail(turn: Turn, message: str, key: str) -> None:
         counts["failed"] += 1
         error: dict[str, Any] = {"error": message}
-        if key:
-            error["key"] = key
+        if key:  # a lone surrogate (an id "\ud800") as its escape: the summary is UTF-8
+            error["key"] = key.encode("utf-8", "backslashreplace").decode("utf-8")
         if turn.line is not None:
             error["line"] = turn.line
         errors.append(error)

@@ -418,16 +418,25 @@ def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> R
     return RememberResult(source_id, evidence_id, claim_id)
 
 
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
 def replay_statuses(conn: sqlite3.Connection, reqs: Sequence[RememberRequest]) -> list[str | None]:
     """What ``remember`` would do with each request's ingestion key now, writing nothing (one
     read snapshot): ``None`` (no source has the key in scope: it would store), ``"replayed"``
     (the same payload, spec/lifecycle.md §3.1), ``"deleted"`` (the key's memory was deleted) or
-    ``"conflict"`` (another payload). A request without a key is ``None``."""
+    ``"conflict"`` (another payload). A request without a key, or with one that is not
+    UTF-8 (a lone surrogate: ``remember`` refuses it, so no source has it), is ``None``."""
     statuses: list[str | None] = []
     with read_tx(conn):
         for req in reqs:
             row = None
-            if req.ingestion_key is not None:
+            if req.ingestion_key is not None and _utf8(req.ingestion_key):
                 row = conn.execute(
                     "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ?"
                     " AND ingestion_key = ?",
