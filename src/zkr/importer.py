@@ -269,8 +269,10 @@ def _thread(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
     if not (isinstance(current, str) and current in mapping):
         newest: tuple[float, int] | None = None
         for index, (node_id, node) in enumerate(mapping.items()):
-            if not isinstance(node, dict) or any(
-                c in mapping for c in node.get("children") or () if isinstance(c, str)
+            children = node.get("children") if isinstance(node, dict) else None
+            if not isinstance(node, dict) or (
+                isinstance(children, list)
+                and any(isinstance(c, str) and c in mapping for c in children)
             ):
                 continue
             message = node.get("message")
