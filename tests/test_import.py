@@ -789,8 +789,9 @@ def test_turns_stored_under_the_old_keys_replay(tmp_path: Path) -> None:
 
 def test_an_old_key_holding_another_turn_is_not_reused(tmp_path: Path) -> None:
     """The old key ``claude:c-1:`` holds another text at the same second (an earlier version
-    of the export): the turn is sent again under its own key, not failed as a conflict; a
-    deleted memory under the old key stays deleted."""
+    of the export): the turn gets its own key, not failed as a conflict. A deleted memory under
+    the old key stays deleted, and is the first message's (the one the old import stored): the
+    second, lost to that key back then, is stored now."""
     claude = tmp_path / "claude.json"
     messages = [{"sender": "human", "text": "edited since"}]
     claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
@@ -804,8 +805,16 @@ def test_an_old_key_holding_another_turn_is_not_reused(tmp_path: Path) -> None:
     with MemoryDb.open(str(gone)) as db:
         (hit,) = db.scope(T, P).search("edited").items
         db.scope(T, P).delete(hit.memory.id, deleted_at=1714554100)
-    summary = run_import(str(gone), claude).json()
-    assert (summary["stored"], summary["deleted"]) == (0, 1)
+    messages.append({"sender": "assistant", "text": "lost to the old key"})
+    claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    for _ in range(2):
+        summary = run_import(str(gone), claude).json()
+        assert (summary["stored"], summary["deleted"]) in [(1, 1), (0, 1)]
+    assert summary["replayed"] == 1
+    assert [text for text, _, _ in contents(str(gone))] == [
+        "user: edited since",  # deleted, its text kept (delete is not erase)
+        "assistant: lost to the old key",
+    ]
 
 
 def test_chat_message_times_are_read_or_fail_never_replaced(tmp_path: Path) -> None:

@@ -574,33 +574,40 @@ def _choose_keys(
     under the turn's ``key``) is sent under.
 
     A turn with an ``alias`` (the ambiguous key the first releases gave it) is sent under the
-    alias when the scope holds its very payload there (or a deleted memory: it stays deleted),
-    no earlier turn of the file took that alias, and no turn of the file whose own key is the
-    alias has that payload too: an earlier import stored the turn so, and it replays instead of
-    being stored twice. A turn whose own key another turn took as its alias (the turn that lost
-    the shared key back then) is sent under :func:`_spare_key`. Every other turn: its ``key``.
-    All is decided on the database as it was before this import, so batches do not matter.
+    alias, when no earlier turn of the file took it, in two cases, being a turn an earlier
+    import stored so (it then replays, or stays deleted, instead of being stored twice):
+
+    * the scope holds the turn's very payload there, and no turn of the file whose own key is
+      the alias has that payload too;
+    * the scope holds a deleted memory there and the turn is the first of the file with that
+      key or alias (the one an earlier import of the file stored: it stays deleted).
+
+    A turn whose own key another turn took as its alias (the turn that lost the shared key back
+    then) is sent under :func:`_spare_key`. Every other turn: its ``key``. All is decided on
+    the database as it was before this import, so batches do not matter.
     """
     with_alias = [i for i in requests if turns[i].alias is not None]
     asked = [requests[i]._replace(ingestion_key=turns[i].alias) for i in with_alias]
     statuses = dict(zip(with_alias, db.replay_statuses(asked), strict=True))
     owners: dict[str, set[tuple[str, int]]] = {}  # key -> (text, time) of its own turns
+    first: dict[str, int] = {}  # key or alias -> the first turn of the file with it
     for i, req in requests.items():
         if turns[i].alias is None:
             owners.setdefault(turns[i].key, set()).add((req.text, req.captured_at))
+        for key in (turns[i].key, turns[i].alias):
+            if key is not None:
+                first.setdefault(key, i)
     keys = {i: turns[i].key for i in requests}
     taken: set[str] = set()
     for i in with_alias:
         alias = turns[i].alias
         assert alias is not None
-        status = statuses[i]
-        if alias in taken or status not in ("replayed", "deleted"):
-            continue
-        if status == "replayed":
-            if (requests[i].text, requests[i].captured_at) in owners.get(alias, ()):
-                continue  # the turn whose own key it is has this payload: the memory is its
+        payload = (requests[i].text, requests[i].captured_at)
+        replays = statuses[i] == "replayed" and payload not in owners.get(alias, ())
+        stays_deleted = statuses[i] == "deleted" and first[alias] == i
+        if alias not in taken and (replays or stays_deleted):
+            keys[i] = alias
             taken.add(alias)
-        keys[i] = alias
     for i in requests:
         if turns[i].alias is None and keys[i] in taken:
             keys[i] = _spare_key(keys[i])
