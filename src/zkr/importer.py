@@ -63,9 +63,10 @@ Keys (FMT is chatgpt, claude or jsonl; CONV the conversation's id, ID the messag
 
 Imports before these keys gave the turns of the second and third cases ``FMT:CONV:ID``
 (``FMT:CONV:`` without an id), shared by distinct turns. Such a turn is sent under that old key
-when the database holds its very text and time there (or a deleted memory: it stays deleted)
-and no other turn of the file owns it, so files imported before replay instead of being stored
-twice; the turns those imports lost to a shared key are stored now, under their own keys.
+when the database holds its very text and time there and no other turn of the file owns it,
+or holds a deleted memory there and the turn is the file's first with that key (it stays
+deleted), so files imported before replay instead of being stored twice; the turns those
+imports lost to a shared key are stored now, under their own keys.
 """
 
 from __future__ import annotations
