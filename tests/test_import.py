@@ -934,3 +934,16 @@ def test_a_lone_surrogate_in_an_old_key_fails_its_line_alone(tmp_path: Path) -> 
         {"error": message, "key": "jsonl::\\udc01", "line": 3},
     ]
     assert contents(db_path) == [("user: kept", 5, 'jsonl["a",2]')]
+
+
+def test_a_chat_exports_errors_are_in_file_order(tmp_path: Path) -> None:
+    """Errors were sorted by JSONL line, so a chat export's came in the order they were found:
+    a turn refused by ``remember`` (at the end of its batch) after a later turn's bad time."""
+    messages = [
+        {"uuid": "m1", "sender": "human", "text": "lone \ud800"},
+        {"uuid": "m2", "sender": "human", "text": "bad time", "created_at": "soon"},
+    ]
+    file = tmp_path / "claude.json"
+    file.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    summary = run_import(str(tmp_path / "memory.db"), file).json()
+    assert [e["key"] for e in summary["errors"]] == ["claude:c-1:m1", "claude:c-1:m2"]

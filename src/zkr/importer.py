@@ -9,8 +9,8 @@ ingestion key derived from the export's own ids (see Keys), and ``captured_at = 
 the turn's time, so a second import of the same file replays every key and changes nothing: the
 database is the same. Turns are stored in batches through ``remember_many(outcomes=True)``: a
 turn whose memory was deleted since is skipped and counted (``deleted``), never re-ingested; a
-bad turn (in JSONL, a bad line) fails alone (``failed``, with the first ten messages in
-``errors``, each with the turn's ``key`` when it has one and, in JSONL, its ``line``). On a
+bad turn (in JSONL, a bad line) fails alone (``failed``, with the first ten messages, in file
+order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL, its ``line``). On a
 terminal a progress bar (tqdm) runs on stderr. The summary is one JSON object on stdout; a bad
 command line, a missing, unreadable or non-UTF-8 file, or a file without the shape of the chosen
 format is one ``{"error"}`` line on stderr and exit status 1, as for any CLI call, and nothing
@@ -626,7 +626,7 @@ def import_turns(
     from zkr.model import RememberRequest, SourceKind
 
     counts = {"stored": 0, "replayed": 0, "deleted": 0, "failed": 0, "empty": 0, "undated": 0}
-    errors: list[dict[str, Any]] = []
+    errors: list[tuple[int, dict[str, Any]]] = []  # (turn index, error)
     requests: dict[int, RememberRequest] = {}  # the turns sent to remember, by index
     for index, turn in enumerate(turns):
         if turn.error is None and turn.text and turn.at is not None:
@@ -635,22 +635,23 @@ def import_turns(
                 tenant_id, person_id, SourceKind.CONVERSATION, text, turn.at, turn.at, turn.key
             )
     keys = _choose_keys(db, requests, turns)
-    batch: list[tuple[Turn, RememberRequest]] = []
+    batch: list[tuple[int, RememberRequest]] = []
 
-    def fail(turn: Turn, message: str, key: str) -> None:
+    def fail(index: int, message: str, key: str) -> None:
         counts["failed"] += 1
         error: dict[str, Any] = {"error": message}
         if key:  # a lone surrogate (an id "\ud800") as its escape: the summary is UTF-8
             error["key"] = key.encode("utf-8", "backslashreplace").decode("utf-8")
-        if turn.line is not None:
-            error["line"] = turn.line
-        errors.append(error)
+        line = turns[index].line
+        if line is not None:
+            error["line"] = line
+        errors.append((index, error))
 
     def flush() -> None:
         outcomes = db.remember_many([req for _, req in batch], outcomes=True)
-        for (turn, req), outcome in zip(batch, outcomes, strict=True):
+        for (index, req), outcome in zip(batch, outcomes, strict=True):
             if outcome.status == "failed":
-                fail(turn, outcome.error or "", req.ingestion_key or "")
+                fail(index, outcome.error or "", req.ingestion_key or "")
             else:
                 counts[outcome.status] += 1
         if progress is not None:
@@ -659,20 +660,24 @@ def import_turns(
 
     for index, turn in enumerate(turns):
         if index in requests:
-            batch.append((turn, requests[index]._replace(ingestion_key=keys[index])))
+            batch.append((index, requests[index]._replace(ingestion_key=keys[index])))
             if len(batch) >= BATCH:
                 flush()
             continue
         if turn.error is not None:
-            fail(turn, turn.error, turn.key)
+            fail(index, turn.error, turn.key)
         else:
             counts["empty" if not turn.text else "undated"] += 1
         if progress is not None:
             progress(1)
     if batch:
         flush()
-    errors.sort(key=lambda e: int(e.get("line", 0)))  # file order (stable for chat exports)
-    return {"turns": len(turns), **counts, "errors": errors[:MAX_REPORTED_ERRORS]}
+    errors.sort(key=lambda e: e[0])  # file order: a batch's failures come after later turns'
+    return {
+        "turns": len(turns),
+        **counts,
+        "errors": [error for _, error in errors[:MAX_REPORTED_ERRORS]],
+    }
 
 
 def _parse_args(argv: list[str]) -> tuple[str, str, str, str, str]:
