@@ -947,3 +947,22 @@ def test_a_chat_exports_errors_are_in_file_order(tmp_path: Path) -> None:
     file.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
     summary = run_import(str(tmp_path / "memory.db"), file).json()
     assert [e["key"] for e in summary["errors"]] == ["claude:c-1:m1", "claude:c-1:m2"]
+
+
+def test_old_keys_replay_on_postgresql_too(pg_dsn: str, tmp_path: Path) -> None:
+    """The old-key look-up (``MemoryDb.replay_statuses``) on a PostgreSQL store, through the
+    CLI: the turn stored under the shared key replays, the one it cost is stored, once."""
+    rows = [
+        {"conversation_id": "a:b", "id": "c", "text": "first of a shared key"},
+        {"conversation_id": "a", "id": "b:c", "text": "lost to the shared key"},
+        {"conversation_id": "s", "id": 1, "text": "integer id"},
+    ]
+    file = write_jsonl(tmp_path / "turns.jsonl", [{**r, "created_at": 5} for r in rows])
+    remember_as_before(pg_dsn, [("jsonl:a:b:c", "user: first of a shared key", 5)])
+    summaries = [run_import(pg_dsn, file).json() for _ in range(2)]
+    assert [(s["stored"], s["replayed"], s["failed"]) for s in summaries] == [(2, 1, 0), (0, 3, 0)]
+    assert set(contents(pg_dsn)) == {  # (the server's collation orders them its own way)
+        ("user: lost to the shared key", 5, 'jsonl["a","b:c"]'),
+        ("user: integer id", 5, 'jsonl["s",1]'),
+        ("user: first of a shared key", 5, "jsonl:a:b:c"),
+    }
