@@ -10,10 +10,11 @@ the turn's time, so a second import of the same file replays every key and chang
 database is the same. Turns are stored in batches through ``remember_many(outcomes=True)``: a
 turn whose memory was deleted since is skipped and counted (``deleted``), never re-ingested; a
 bad turn (in JSONL, a bad line) fails alone (``failed``, with the first ten messages, in file
-order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL, its ``line``). On a
-terminal a progress bar (tqdm) runs on stderr. The summary is one JSON object on stdout; a bad
-command line, a missing, unreadable or non-UTF-8 file, or a file without the shape of the chosen
-format is one ``{"error"}`` line on stderr and exit status 1, as for any CLI call, and nothing
+order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL, its
+``line``). On a terminal a progress bar (tqdm) runs on stderr. The summary is one JSON
+object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, or a file
+without the shape of the chosen format is one ``{"error"}`` line on stderr and exit status 1,
+as for any CLI call, and nothing
 is stored.
 
 Times: a message's own time is used when it has one (``0`` included); a message without one

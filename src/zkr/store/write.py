@@ -114,14 +114,7 @@ def remember_each(
     outcomes: list[RememberOutcome] = []
     with write_tx(conn, *_scopes(reqs)):
         for req in reqs:
-            replay = req.ingestion_key is not None and (
-                conn.execute(
-                    "SELECT 1 FROM sources WHERE tenant_id = ? AND person_id = ?"
-                    " AND ingestion_key = ?",
-                    (req.tenant_id, req.person_id, req.ingestion_key),
-                ).fetchone()
-                is not None
-            )
+            replay = keyed_source(conn, req) is not None
             conn.execute("SAVEPOINT zkr_item")
             try:
                 check_request(req)
@@ -169,14 +162,22 @@ def check_request(req: RememberRequest) -> None:
 
 def remember_in_tx(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     """The database part of ``remember``, inside the caller's write transaction."""
-    if req.ingestion_key is not None:
-        row = conn.execute(
-            "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
-            (req.tenant_id, req.person_id, req.ingestion_key),
-        ).fetchone()
-        if row is not None:
-            return _replay(conn, req, row[0])
+    source_id = keyed_source(conn, req)
+    if source_id is not None:
+        return _replay(conn, req, source_id)
     return _insert(conn, req)
+
+
+def keyed_source(conn: sqlite3.Connection, req: RememberRequest) -> str | None:
+    """The id of the source (live or deleted) stored under ``req``'s ingestion key in its
+    scope, ``None`` without one (spec/lifecycle.md §3.1: a key is unique per scope)."""
+    if req.ingestion_key is None:
+        return None
+    row = conn.execute(
+        "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
+        (req.tenant_id, req.person_id, req.ingestion_key),
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 class Capture(NamedTuple):
@@ -435,18 +436,13 @@ def replay_statuses(conn: sqlite3.Connection, reqs: Sequence[RememberRequest]) -
     statuses: list[str | None] = []
     with read_tx(conn):
         for req in reqs:
-            row = None
-            if req.ingestion_key is not None and _utf8(req.ingestion_key):
-                row = conn.execute(
-                    "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ?"
-                    " AND ingestion_key = ?",
-                    (req.tenant_id, req.person_id, req.ingestion_key),
-                ).fetchone()
-            if row is None:
+            key = req.ingestion_key
+            source_id = None if key is None or not _utf8(key) else keyed_source(conn, req)
+            if source_id is None:
                 statuses.append(None)
                 continue
             try:
-                _replay(conn, req, row[0])  # compares, never writes
+                _replay(conn, req, source_id)  # compares, never writes
                 statuses.append("replayed")
             except NotFound:
                 statuses.append("deleted")
