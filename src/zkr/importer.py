@@ -14,8 +14,7 @@ order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL
 ``line``). On a terminal a progress bar (tqdm) runs on stderr. The summary is one JSON
 object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, or a file
 without the shape of the chosen format is one ``{"error"}`` line on stderr and exit status 1,
-as for any CLI call, and nothing
-is stored.
+as for any CLI call, and nothing is stored.
 
 Times: a message's own time is used when it has one (``0`` included); a message without one
 (missing or ``null``) takes its conversation's (chat exports only); a turn with neither is
