@@ -71,7 +71,6 @@ imports lost to a shared key are stored now, under their own keys.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
@@ -82,6 +81,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
 from zkr.dbpath import refuse_throwaway
 from zkr.errors import RequestError, ZkrError
+from zkr.importkeys import Unnamed, choose_keys, digest, id_key
 from zkr.output import respond
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ class Turn(NamedTuple):
     ``line`` is the 1-based JSONL line (``None`` for chat exports); ``error`` set means the line
     or message could not be read as a turn (it is counted ``failed``, never stored). ``alias``
     is the key an import before keys were made unambiguous gave this turn, when ``key`` is not
-    that key (see :func:`import_turns`: the turn replays under it where it was stored so).
+    that key (see :func:`zkr.importkeys.choose_keys`: the turn replays under it where it was
+    stored so).
     """
 
     key: str
@@ -188,68 +189,6 @@ class _ChatTime(NamedTuple):
         return self.at
 
 
-# --------------------------------------------------------------------------- keys
-
-
-def _canonical(value: Any) -> str:
-    """Compact JSON with sorted object keys: one spelling per JSON value (``1`` ≠ ``"1"``)."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
-
-
-def _digest(value: Any) -> str:
-    """The first 32 hex digits of the SHA-256 of ``value`` as JSON (the id-less JSONL key's
-    spelling since the first release: ``json.dumps`` defaults, not :func:`_canonical`)."""
-    # surrogatepass: a lone surrogate still gets a key (and then fails alone in remember)
-    data = json.dumps(value, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    return hashlib.sha256(data).hexdigest()[:32]
-
-
-def _id_key(fmt: str, conv: Any, ident: Any, legacy: str) -> tuple[str, str | None]:
-    """``(key, alias)`` of a turn with its own id ``ident`` (a JSON value, not ``null``) in
-    conversation ``conv`` (``None``: the turn names none).
-
-    ``legacy`` is ``FMT:CONV:ID`` as the first releases wrote it (``str`` of each part). It is
-    unambiguous, and stays the key, when ``conv`` is ``None`` or a non-empty string without
-    ``:`` and ``ident`` is a string: the first ``:`` after ``FMT:`` then splits it back. Any other
-    turn gets ``FMT`` + the canonical JSON array ``[conv, ident]`` (``jsonl["a:b","c"]``,
-    ``jsonl["s1",1]``, ``jsonl["",1]``), which never starts with ``FMT:``, so it can equal no
-    other turn's key, old or new; its ``legacy`` is returned as the alias.
-    """
-    plain = conv is None or (isinstance(conv, str) and conv != "" and ":" not in conv)
-    if plain and isinstance(ident, str):
-        return legacy, None
-    return fmt + _canonical([conv, ident]), legacy
-
-
-def _spare_key(key: str) -> str:
-    """The JSON-array spelling of a plain ``FMT:CONV:ID`` key (see :func:`_id_key`): the key of
-    its turn when another turn of the same import replays under ``FMT:CONV:ID`` as its alias
-    (an earlier import, before keys were unambiguous, stored that turn there)."""
-    fmt, conv, ident = key.split(":", 2)
-    return fmt + _canonical([conv or None, ident])
-
-
-class _Unnamed:
-    """Keys of one conversation's messages without an id of their own.
-
-    Such a message is known by its content and how many messages of the conversation with the
-    same content (role, text, time) came before it: ``FMT[CONV,null,DIGEST,N]``, the same on every
-    import of the same file, and different for two such messages (even identical ones). The
-    alias is the key of the first releases (``FMT:CONV:``, shared by all of them).
-    """
-
-    def __init__(self, fmt: str, conv: Any) -> None:
-        self.fmt = fmt
-        self.conv = conv
-        self.seen: dict[str, int] = {}
-
-    def key(self, role: str, text: str, at: int | None) -> str:
-        digest = _digest([role, text, at])
-        count = self.seen.get(digest, 0)
-        self.seen[digest] = count + 1
-        return self.fmt + _canonical([self.conv, None, digest, count])
-
-
 # --------------------------------------------------------------------------- formats
 
 
@@ -318,7 +257,7 @@ def chatgpt_turns(data: Any) -> Iterator[Turn]:
         if not isinstance(mapping, dict):
             continue
         conv_time = _ChatTime.read(conversation, "create_time")
-        unnamed = _Unnamed("chatgpt", conv)
+        unnamed = Unnamed("chatgpt", conv)
         for node in _thread(mapping, conversation.get("current_node")):
             message = node.get("message")
             if not isinstance(message, dict):
@@ -355,7 +294,7 @@ def claude_turns(data: Any) -> Iterator[Turn]:
         messages = conversation.get("chat_messages")
         if not isinstance(messages, list):
             continue
-        unnamed = _Unnamed("claude", conv)
+        unnamed = Unnamed("claude", conv)
         for message in messages:
             if not isinstance(message, dict):
                 continue
@@ -393,14 +332,14 @@ def _chat_turn(
     conv: Any,
     ident: Any,
     legacy: str,
-    unnamed: _Unnamed,
+    unnamed: Unnamed,
     role: str,
     text: str,
     conv_time: _ChatTime,
     message: dict[str, Any],
     field: str,
 ) -> Turn:
-    """One chat export message as a turn: its key (:func:`_id_key`, or :class:`_Unnamed` without
+    """One chat export message as a turn: its key (:func:`id_key`, or :class:`Unnamed` without
     an id) and time (:meth:`_ChatTime.message_time`; an unreadable one fails the turn alone)."""
     error: str | None = None
     try:
@@ -409,7 +348,7 @@ def _chat_turn(
         at, error = None, str(exc)
     if ident is None:
         return Turn(unnamed.key(role, text, at), role, text, at, None, error, legacy)
-    key, alias = _id_key(fmt, conv, ident, legacy)
+    key, alias = id_key(fmt, conv, ident, legacy)
     return Turn(key, role, text, at, None, error, alias)
 
 
@@ -459,13 +398,13 @@ def _jsonl_turn(number: int, line: str, repeats: dict[str, int]) -> Turn:
     alias: str | None = None
     if item.get("id") is not None:
         # the first releases' key, verbatim: an import made by one must keep replaying
-        key, alias = _id_key("jsonl", conv, item["id"], f"jsonl:{conv or ''}:{item['id']}")
+        key, alias = id_key("jsonl", conv, item["id"], f"jsonl:{conv or ''}:{item['id']}")
     else:
         fields: list[Any] = [conv, role, text, at]
-        first = _digest(fields)
+        first = digest(fields)
         count = repeats.get(first, 0)
         repeats[first] = count + 1
-        key = f"jsonl:{_digest([*fields, count]) if count else first}"
+        key = f"jsonl:{digest([*fields, count]) if count else first}"
     return Turn(key, role, text.strip(), at, number, alias=alias)
 
 
@@ -568,60 +507,13 @@ def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
 # --------------------------------------------------------------------------- storing
 
 
-def _choose_keys(
-    db: Any, requests: dict[int, RememberRequest], turns: list[Turn]
-) -> dict[int, str]:
-    """The key each turn sent to ``remember`` (the indexes of ``requests``, each request
-    under the turn's ``key``) is sent under.
-
-    A turn with an ``alias`` (the ambiguous key the first releases gave it) is sent under the
-    alias, when no earlier turn of the file took it, in two cases, being a turn an earlier
-    import stored so (it then replays, or stays deleted, instead of being stored twice):
-
-    * the scope holds the turn's very payload there, and no turn of the file whose own key is
-      the alias has that payload too;
-    * the scope holds a deleted memory there and the turn is the first of the file with that
-      key or alias (the one an earlier import of the file stored: it stays deleted).
-
-    A turn whose own key another turn took as its alias (the turn that lost the shared key back
-    then) is sent under :func:`_spare_key`. Every other turn: its ``key``. All is decided on
-    the database as it was before this import, so batches do not matter.
-    """
-    with_alias = [i for i in requests if turns[i].alias is not None]
-    asked = [requests[i]._replace(ingestion_key=turns[i].alias) for i in with_alias]
-    statuses = dict(zip(with_alias, db.replay_statuses(asked), strict=True))
-    owners: dict[str, set[tuple[str, int]]] = {}  # key -> (text, time) of its own turns
-    first: dict[str, int] = {}  # key or alias -> the first turn of the file with it
-    for i, req in requests.items():
-        if turns[i].alias is None:
-            owners.setdefault(turns[i].key, set()).add((req.text, req.captured_at))
-        for key in (turns[i].key, turns[i].alias):
-            if key is not None:
-                first.setdefault(key, i)
-    keys = {i: turns[i].key for i in requests}
-    taken: set[str] = set()
-    for i in with_alias:
-        alias = turns[i].alias
-        assert alias is not None
-        payload = (requests[i].text, requests[i].captured_at)
-        replays = statuses[i] == "replayed" and payload not in owners.get(alias, ())
-        stays_deleted = statuses[i] == "deleted" and first[alias] == i
-        if alias not in taken and (replays or stays_deleted):
-            keys[i] = alias
-            taken.add(alias)
-    for i in requests:
-        if turns[i].alias is None and keys[i] in taken:
-            keys[i] = _spare_key(keys[i])
-    return keys
-
-
 def import_turns(
     db: Any, tenant_id: str, person_id: str, turns: list[Turn], progress: Any = None
 ) -> dict[str, Any]:
     """Store ``turns`` into the (tenant, person) scope of ``db``; returns the summary counts.
 
     ``progress``, when given, is called with the number of turns just handled. The key of each
-    turn: :func:`_choose_keys`.
+    turn: :func:`choose_keys`.
     """
     from zkr.model import RememberRequest, SourceKind
 
@@ -634,7 +526,7 @@ def import_turns(
             requests[index] = RememberRequest(
                 tenant_id, person_id, SourceKind.CONVERSATION, text, turn.at, turn.at, turn.key
             )
-    keys = _choose_keys(db, requests, turns)
+    keys = choose_keys(db, requests, {i: (turns[i].key, turns[i].alias) for i in requests})
     batch: list[tuple[int, RememberRequest]] = []
 
     def fail(index: int, message: str, key: str) -> None:
