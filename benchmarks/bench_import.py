@@ -1,9 +1,12 @@
 """Import benchmark (issue 15 item 7): ``zkr import`` of a generated ChatGPT export. Prints numbers.
 
-    python benchmarks/bench_import.py [--turns 10000] [--per-conversation 50]
+    python benchmarks/bench_import.py [--turns 10000] [--per-conversation 50] [--format jsonl]
 
 Writes a ``conversations.json`` in the ChatGPT export's shape (``--turns`` user/assistant turns,
-``--per-conversation`` per conversation, sentences of 8-30 words), then runs the real CLI
+``--per-conversation`` per conversation, sentences of 8-30 words) or, with ``--format jsonl``,
+the same turns as JSONL lines with integer ids (whose keys are not the first releases', so
+every turn also asks the database whether an earlier import stored it under the old key: the
+cost of that look-up shows here), then runs the real CLI
 (``python -m zkr import``, a fresh process, WAL, synchronous FULL) twice on a fresh database:
 
 * first import: turns/s (every turn stored: one source, evidence, FTS row and feed commit each);
@@ -73,6 +76,23 @@ def export(turns: int, per_conversation: int, seed: int = 7) -> list[dict[str, A
     return conversations
 
 
+def jsonl(conversations: list[dict[str, Any]]) -> str:
+    """The turns of ``export`` as JSONL: conversation id, integer id, role, text, time."""
+    lines = []
+    for conversation in conversations:
+        for number, node in enumerate(n for n in conversation["mapping"].values() if n["message"]):
+            message = node["message"]
+            row = {
+                "conversation_id": conversation["conversation_id"],
+                "id": number,
+                "role": message["author"]["role"],
+                "text": message["content"]["parts"][0],
+                "created_at": int(message["create_time"]),
+            }
+            lines.append(json.dumps(row) + "\n")
+    return "".join(lines)
+
+
 def run_import(db: str, file: str) -> tuple[float, dict[str, Any]]:
     argv = [sys.executable, "-m", "zkr", "import", "--db", db, "--tenant", "bench"]
     argv += ["--person", "me", file]
@@ -85,17 +105,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=10_000)
     parser.add_argument("--per-conversation", type=int, default=50)
+    parser.add_argument("--format", choices=("chatgpt", "jsonl"), default="chatgpt")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="zkr-bench-import-") as tmp:
-        file = Path(tmp) / "conversations.json"
-        file.write_text(json.dumps(export(args.turns, args.per_conversation)), encoding="utf-8")
+        conversations = export(args.turns, args.per_conversation)
+        if args.format == "jsonl":
+            file = Path(tmp) / "turns.jsonl"
+            file.write_text(jsonl(conversations), encoding="utf-8")
+        else:
+            file = Path(tmp) / "conversations.json"
+            file.write_text(json.dumps(conversations), encoding="utf-8")
         db = str(Path(tmp) / "memory.db")
         first, summary = run_import(db, str(file))
         assert summary["stored"] == args.turns, summary
         size = sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p))
         second, again = run_import(db, str(file))
         assert again["replayed"] == args.turns, again
-        print(f"import of a {args.turns}-turn ChatGPT export ({file.stat().st_size} bytes JSON)")
+        what = "JSONL file" if args.format == "jsonl" else "ChatGPT export"
+        print(f"import of a {args.turns}-turn {what} ({file.stat().st_size} bytes)")
         print(f"  first import : {first:7.2f} s  {args.turns / first:8.0f} turns/s (all stored)")
         print(f"  second import: {second:7.2f} s  {args.turns / second:8.0f} turns/s (replayed)")
         print(f"  database     : {size / 1e6:7.2f} MB with its WAL")

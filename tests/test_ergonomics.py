@@ -361,6 +361,7 @@ NOT_ON_THE_HANDLE = {
     "checkpoint",
     "conn",
     "ingested_times",
+    "replay_statuses",
     "correction_floor",
     "deletion_floor",
     "profile_floor",

@@ -201,7 +201,9 @@ def test_jsonl_keys_are_stable() -> None:
     first = list(jsonl_turns(jsonl_export().splitlines()))
     again = list(jsonl_turns(jsonl_export().splitlines()))
     assert first == again
-    assert first[0].key == "jsonl:s1:1" and first[1].at == 1714200001
+    # an integer id is not spelled like the string "1" (the first releases' key is the alias)
+    assert (first[0].key, first[0].alias) == ('jsonl["s1",1]', "jsonl:s1:1")
+    assert first[1].at == 1714200001
     assert first[2].key.startswith("jsonl:") and len(first[2].key) == 6 + 32
 
 
@@ -455,14 +457,21 @@ def test_chat_exports_keep_float_seconds_truncated(tmp_path: Path) -> None:
     export = chatgpt_export()
     mapping = export[0]["mapping"]
     mapping["u1"]["message"]["create_time"] = 1714000001.9
-    mapping["a1"]["message"]["create_time"] = float("inf")  # falls back to the conversation's
+    mapping["a1"]["message"]["create_time"] = float("inf")  # unreadable: that turn fails
     file = tmp_path / "conversations.json"
     file.write_text(json.dumps(export), encoding="utf-8")  # Infinity: Python's JSON reads it
     db_path = str(tmp_path / "memory.db")
-    assert run_import(db_path, file).json()["stored"] == 5
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["failed"]) == (4, 1)
+    assert summary["errors"] == [
+        {
+            "error": "field `create_time` must be Unix seconds or an ISO 8601 string, got Infinity",
+            "key": "chatgpt:c-1:a1",
+        }
+    ]
     times = {text: at for text, at, _ in contents(db_path)}
     assert times["user: I live in Berlin, moving soon."] == 1714000001
-    assert times["assistant: Where to?"] == 1714000000
+    assert "assistant: Where to?" not in times
 
 
 def test_deeply_nested_json_is_an_error_not_a_crash(tmp_path: Path) -> None:
@@ -506,7 +515,7 @@ def test_iso_times_without_offset_are_utc_wherever_imported(tmp_path: Path) -> N
         )
         summaries.append(json.loads(proc.stdout))
     assert [(s["stored"], s["replayed"], s["failed"]) for s in summaries] == [(1, 0, 0), (0, 1, 0)]
-    assert contents(db_path) == [("user: Booked Porto", 1777629600, "jsonl:s:1")]
+    assert contents(db_path) == [("user: Booked Porto", 1777629600, 'jsonl["s",1]')]
 
 
 def test_a_null_created_at_falls_back_to_timestamp(tmp_path: Path) -> None:
@@ -596,3 +605,364 @@ def test_a_blank_or_vanishing_db_is_refused_before_reading(
     error = run_import(path, files["jsonl"]).error()
     assert error.startswith(f"--db {json.dumps(path)} is ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+# --------------------------------------------------------------------------- keys and times
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_distinct_jsonl_turns_never_share_a_key(tmp_path: Path) -> None:
+    """``jsonl:{conv or ''}:{id}`` gave one key to conv "a:b" id "c" and conv "a" id "b:c", to
+    id 1 and id "1", to a conversation ``""``, ``0`` and none: all but the first failed with
+    an ingestion key conflict (or, with the same text and time, were taken for a replay)."""
+    rows: list[dict[str, Any]] = [
+        {"conversation_id": "a:b", "id": "c", "text": "one"},
+        {"conversation_id": "a", "id": "b:c", "text": "two"},
+        {"conversation_id": "s", "id": 1, "text": "integer id"},
+        {"conversation_id": "s", "id": "1", "text": "string id"},
+        {"conversation_id": "s", "id": 1.0, "text": "float id"},
+        {"id": "x", "text": "no conversation"},
+        {"conversation_id": "", "id": "x", "text": "empty conversation"},
+        {"conversation_id": 0, "id": "x", "text": "conversation zero"},
+        {"conversation_id": None, "id": "x", "text": "no conversation"},  # the same turn
+    ]
+    file = write_jsonl(tmp_path / "turns.jsonl", [{**r, "created_at": 5} for r in rows])
+    db_path = str(tmp_path / "memory.db")
+    first = run_import(db_path, file).json()
+    assert (first["stored"], first["replayed"], first["failed"]) == (8, 1, 0)
+    assert contents(db_path) == sorted(
+        [
+            ("user: one", 5, 'jsonl["a:b","c"]'),
+            ("user: two", 5, "jsonl:a:b:c"),
+            ("user: integer id", 5, 'jsonl["s",1]'),
+            ("user: string id", 5, "jsonl:s:1"),
+            ("user: float id", 5, 'jsonl["s",1.0]'),
+            ("user: no conversation", 5, "jsonl::x"),
+            ("user: empty conversation", 5, 'jsonl["","x"]'),
+            ("user: conversation zero", 5, 'jsonl[0,"x"]'),
+        ],
+        key=lambda row: row[2],
+    )
+    before = dump(db_path)
+    again = run_import(db_path, file).json()
+    assert (again["stored"], again["replayed"], again["failed"]) == (0, 9, 0)
+    assert dump(db_path) == before
+
+
+def test_identical_jsonl_lines_without_id_are_two_turns(tmp_path: Path) -> None:
+    """Two identical id-less lines had one digest key: the second was counted ``replayed`` on
+    the first import, and never stored."""
+    row = {"conversation_id": "s", "role": "user", "text": "ok", "created_at": 5}
+    file = write_jsonl(tmp_path / "turns.jsonl", [row, {**row, "text": "fine"}, row])
+    db_path = str(tmp_path / "memory.db")
+    first = run_import(db_path, file).json()
+    assert (first["stored"], first["replayed"]) == (3, 0)
+    keys = [key for _, _, key in contents(db_path)]
+    assert len(set(keys)) == 3 and all(k.startswith("jsonl:") and len(k) == 38 for k in keys)
+    before = dump(db_path)
+    assert run_import(db_path, file).json()["replayed"] == 3
+    assert dump(db_path) == before
+
+
+def claude_conversation(messages: list[dict[str, Any]], **fields: Any) -> list[dict[str, Any]]:
+    conversation = {"uuid": "c-1", "name": "t", "created_at": "2024-05-01T09:00:00Z"}
+    return [{**conversation, **fields, "chat_messages": messages}]
+
+
+def gpt_conversation(
+    conv_id: str, messages: list[tuple[str | None, str, str]], create_time: Any = 1714000000.5
+) -> dict[str, Any]:
+    """A ChatGPT conversation of one thread: (message id or ``None``, role, text) each, no
+    message time (the conversation's); a message without an id has one only as its mapping key."""
+    mapping: dict[str, Any] = {"root": {"id": "root", "message": None, "parent": None}}
+    parent = "root"
+    for index, (message_id, role, text) in enumerate(messages):
+        node_id = f"n{index}"
+        message: dict[str, Any] = {
+            "author": {"role": role},
+            "create_time": None,
+            "content": {"content_type": "text", "parts": [text]},
+        }
+        if message_id is not None:
+            message["id"] = message_id
+        mapping[node_id] = {"message": message, "parent": parent, "children": []}
+        mapping[parent]["children"] = [node_id]
+        parent = node_id
+    return {
+        "conversation_id": conv_id,
+        "create_time": create_time,
+        "mapping": mapping,
+        "current_node": parent,
+    }
+
+
+def test_chat_messages_without_ids_each_get_a_stable_key(tmp_path: Path) -> None:
+    """Every Claude message without a ``uuid`` had the key ``claude:CONV:`` (and a ``null``
+    one ``claude:CONV:None``): all but the first of a conversation failed or were replayed
+    away. The same for ChatGPT messages without ids, and for conversations whose ids hold
+    ``:``."""
+    messages = [
+        {"sender": "human", "text": "ok"},
+        {"sender": "assistant", "text": "Sure."},
+        {"sender": "human", "text": "ok"},  # the same text and time again: still a turn
+        {"sender": "human", "text": "Thanks", "uuid": None},
+        {"sender": "human", "text": "Bye", "uuid": None},
+    ]
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    chatgpt = [
+        gpt_conversation(
+            "c-1", [(None, "user", "ok"), (None, "assistant", "Sure."), (None, "user", "ok")]
+        ),
+        gpt_conversation("a:b", [("c", "user", "one")]),
+        gpt_conversation("a", [("b:c", "user", "two")]),
+    ]
+    gpt = tmp_path / "conversations.json"
+    gpt.write_text(json.dumps(chatgpt), encoding="utf-8")
+    for file, expected in ((claude, 5), (gpt, 5)):
+        db_path = str(tmp_path / f"{file.stem}.db")
+        first = run_import(db_path, file).json()
+        assert (first["stored"], first["failed"], first["replayed"]) == (expected, 0, 0)
+        assert len({key for _, _, key in contents(db_path)}) == expected
+        before = dump(db_path)
+        again = run_import(db_path, file).json()
+        assert (again["stored"], again["replayed"]) == (0, expected)
+        assert dump(db_path) == before
+
+
+def remember_as_before(db_path: str, stored: list[tuple[str, str, int]]) -> None:
+    """What an import made before keys were unambiguous left: (key, content, time) each."""
+    from zkr.model import RememberRequest, SourceKind
+
+    with MemoryDb.open(db_path) as db:
+        for key, text, at in stored:
+            db.remember(RememberRequest(T, P, SourceKind.CONVERSATION, text, at, at, key))
+
+
+def test_turns_stored_under_the_old_keys_replay(tmp_path: Path) -> None:
+    """A turn whose key changed (integer id, ``:`` in its conversation, ``""`` conversation, no
+    message id) replays under the key an earlier import stored it with instead of being
+    stored twice; the turns that import lost to a shared key are stored now, under their own."""
+    rows: list[dict[str, Any]] = [
+        {"conversation_id": "slack:C1", "id": 1, "text": "int id, ':' conv"},
+        {"conversation_id": "", "id": "x", "text": "empty conversation"},
+        {"conversation_id": "a:b", "id": "c", "text": "first of a shared key"},
+        {"conversation_id": "a", "id": "b:c", "text": "lost to the shared key"},
+    ]
+    file = write_jsonl(tmp_path / "turns.jsonl", [{**r, "created_at": 5} for r in rows])
+    messages = [
+        {"sender": "human", "text": "no id, stored before"},
+        {"sender": "assistant", "text": "no id, lost before"},
+        {"sender": "human", "text": "uuid null", "uuid": None},
+    ]
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    remember_as_before(
+        db_path,
+        [
+            ("jsonl:slack:C1:1", "user: int id, ':' conv", 5),
+            ("jsonl::x", "user: empty conversation", 5),
+            ("jsonl:a:b:c", "user: first of a shared key", 5),
+            ("claude:c-1:", "user: no id, stored before", 1714554000),
+            ("claude:c-1:None", "user: uuid null", 1714554000),
+        ],
+    )
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["replayed"], summary["failed"]) == (1, 3, 0)
+    summary = run_import(db_path, claude).json()
+    assert (summary["stored"], summary["replayed"], summary["failed"]) == (1, 2, 0)
+    texts = [text for text, _, _ in contents(db_path)]
+    assert len(texts) == 7 and len(set(texts)) == 7
+    stored = {text: key for text, _, key in contents(db_path)}
+    assert stored["user: lost to the shared key"] == 'jsonl["a","b:c"]'
+    assert stored["assistant: no id, lost before"].startswith('claude["c-1",null,')
+    before = dump(db_path)
+    assert run_import(db_path, file).json()["replayed"] == 4
+    assert run_import(db_path, claude).json()["replayed"] == 3
+    assert dump(db_path) == before
+
+
+def test_an_old_key_holding_another_turn_is_not_reused(tmp_path: Path) -> None:
+    """The old key ``claude:c-1:`` holds another text at the same second (an earlier version
+    of the export): the turn gets its own key, not failed as a conflict. A deleted memory under
+    the old key stays deleted, and is the first message's (the one the old import stored): the
+    second, lost to that key back then, is stored now."""
+    claude = tmp_path / "claude.json"
+    messages = [{"sender": "human", "text": "edited since"}]
+    claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    remember_as_before(db_path, [("claude:c-1:", "user: as it was", 1714554000)])
+    summary = run_import(db_path, claude).json()
+    assert (summary["stored"], summary["replayed"], summary["failed"]) == (1, 0, 0)
+    assert len(contents(db_path)) == 2
+    gone = tmp_path / "gone.db"
+    remember_as_before(str(gone), [("claude:c-1:", "user: edited since", 1714554000)])
+    with MemoryDb.open(str(gone)) as db:
+        (hit,) = db.scope(T, P).search("edited").items
+        db.scope(T, P).delete(hit.memory.id, deleted_at=1714554100)
+    messages.append({"sender": "assistant", "text": "lost to the old key"})
+    claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    for _ in range(2):
+        summary = run_import(str(gone), claude).json()
+        assert (summary["stored"], summary["deleted"]) in [(1, 1), (0, 1)]
+    assert summary["replayed"] == 1
+    assert [text for text, _, _ in contents(str(gone))] == [
+        "user: edited since",  # deleted, its text kept (delete is not erase)
+        "assistant: lost to the old key",
+    ]
+
+
+def test_chat_message_times_are_read_or_fail_never_replaced(tmp_path: Path) -> None:
+    """A message time that was there but unreadable took the conversation's time, and a time
+    of 0 did too (``or``). Now an unreadable one fails that turn (with its key), 0 is 0, and
+    only a missing or null message time takes the conversation's."""
+    messages = [
+        {"uuid": "m1", "sender": "human", "text": "bad time", "created_at": "soon"},
+        {"uuid": "m2", "sender": "human", "text": "epoch", "created_at": 0},
+        {"uuid": "m3", "sender": "human", "text": "no time"},
+        {"uuid": "m4", "sender": "human", "text": "null time", "created_at": None},
+        {"uuid": "m5", "sender": "human", "text": "empty time", "created_at": ""},
+        {"uuid": "m6", "sender": "human", "text": "own time", "created_at": "2024-05-01T09:00:07Z"},
+    ]
+    claude = tmp_path / "claude.json"
+    claude.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    db_path = str(tmp_path / "claude.db")
+    summary = run_import(db_path, claude).json()
+    assert (summary["stored"], summary["failed"], summary["undated"]) == (4, 2, 0)
+    message = "field `created_at` must be Unix seconds or an ISO 8601 string, got {}"
+    assert summary["errors"] == [
+        {"error": message.format('"soon"'), "key": "claude:c-1:m1"},
+        {"error": message.format('""'), "key": "claude:c-1:m5"},
+    ]
+    assert {text: at for text, at, _ in contents(db_path)} == {
+        "user: epoch": 0,
+        "user: no time": 1714554000,
+        "user: null time": 1714554000,
+        "user: own time": 1714554007,
+    }
+    # an unreadable conversation time fails only the messages that would use it
+    bad = claude_conversation(messages[1:4], created_at=True)
+    claude.write_text(json.dumps(bad + claude_conversation([], uuid="c-2")), encoding="utf-8")
+    db_path = str(tmp_path / "bad.db")
+    summary = run_import(db_path, claude).json()
+    assert (summary["stored"], summary["failed"]) == (1, 2)
+    conv = "conversation field `created_at` must be Unix seconds or an ISO 8601 string, got true"
+    assert [(e["key"], e["error"]) for e in summary["errors"]] == [
+        ("claude:c-1:m3", conv),
+        ("claude:c-1:m4", conv),
+    ]
+    # ChatGPT: 0 and a time past 64 bits; neither time at all is undated
+    chatgpt = [gpt_conversation("g", [("u", "user", "zero"), ("v", "user", "far")])]
+    chatgpt[0]["mapping"]["n0"]["message"]["create_time"] = 0.0
+    chatgpt[0]["mapping"]["n1"]["message"]["create_time"] = 1e20
+    chatgpt.append(gpt_conversation("h", [("w", "user", "undated")], create_time=None))
+    gpt = tmp_path / "conversations.json"
+    gpt.write_text(json.dumps(chatgpt), encoding="utf-8")
+    db_path = str(tmp_path / "gpt.db")
+    summary = run_import(db_path, gpt).json()
+    assert (summary["stored"], summary["failed"], summary["undated"]) == (1, 1, 1)
+    assert summary["errors"] == [
+        {
+            "error": "field `create_time` must be Unix seconds or an ISO 8601 string, got 1e+20",
+            "key": "chatgpt:g:v",
+        }
+    ]
+    assert contents(db_path) == [("user: zero", 0, "chatgpt:g:u")]
+
+
+def test_a_chatgpt_conversation_without_current_node_follows_its_latest_branch(
+    tmp_path: Path,
+) -> None:
+    """Without a ``current_node`` (or one not in the mapping) the conversation was silently
+    left out; it now follows the last child from the root, as the app shows the last edit."""
+    export = chatgpt_export()
+    del export[0]["current_node"]
+    export[1]["current_node"] = "gone"
+    file = tmp_path / "conversations.json"
+    file.write_text(json.dumps(export), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["turns"], summary["stored"]) == (5, 5)
+    texts = {text for text, _, _ in contents(db_path)}
+    assert "user: To Lisbon in May." in texts and "user: Maybe Paris" not in texts
+    assert "user: I prefer green tea." in texts
+
+
+def test_chatgpt_voice_messages_keep_their_transcripts(tmp_path: Path) -> None:
+    """A voice-mode message has its words in an ``audio_transcription`` part, not a string part:
+    it was counted ``empty`` and its words were lost."""
+    export = [gpt_conversation("v", [("u", "user", "x"), ("a", "assistant", "y")])]
+    mapping = export[0]["mapping"]
+    for node_id, words, direction in (("n0", "Book a table", "in"), ("n1", "Done.", "out")):
+        mapping[node_id]["message"]["content"] = {
+            "content_type": "multimodal_text",
+            "parts": [
+                {"content_type": "audio_transcription", "text": words, "direction": direction},
+                {"content_type": "audio_asset_pointer", "asset_pointer": "sediment://file_1"},
+            ],
+        }
+    file = tmp_path / "conversations.json"
+    file.write_text(json.dumps(export), encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["empty"]) == (2, 0)
+    assert {text for text, _, _ in contents(db_path)} == {"user: Book a table", "assistant: Done."}
+
+
+def test_a_lone_surrogate_in_an_old_key_fails_its_line_alone(tmp_path: Path) -> None:
+    """A line whose id holds a lone surrogate made the summary unwritable (an internal error
+    after the other turns were stored), and asking the database for such a line's old key was
+    a storage error that refused the whole import."""
+    file = tmp_path / "turns.jsonl"
+    lines = [
+        '{"text": "x", "id": "\\ud800", "conversation_id": "a:b", "created_at": 5}',
+        '{"text": "kept", "id": 2, "conversation_id": "a", "created_at": 5}',
+        '{"text": "y", "id": "\\udc01", "created_at": 6}',
+    ]
+    file.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    db_path = str(tmp_path / "memory.db")
+    summary = run_import(db_path, file).json()
+    assert (summary["stored"], summary["failed"]) == (1, 2)
+    message = "field `ingestion_key`: lone surrogate in string"
+    assert summary["errors"] == [
+        {"error": message, "key": 'jsonl["a:b","\\ud800"]', "line": 1},
+        {"error": message, "key": "jsonl::\\udc01", "line": 3},
+    ]
+    assert contents(db_path) == [("user: kept", 5, 'jsonl["a",2]')]
+
+
+def test_a_chat_exports_errors_are_in_file_order(tmp_path: Path) -> None:
+    """Errors were sorted by JSONL line, so a chat export's came in the order they were found:
+    a turn refused by ``remember`` (at the end of its batch) after a later turn's bad time."""
+    messages = [
+        {"uuid": "m1", "sender": "human", "text": "lone \ud800"},
+        {"uuid": "m2", "sender": "human", "text": "bad time", "created_at": "soon"},
+    ]
+    file = tmp_path / "claude.json"
+    file.write_text(json.dumps(claude_conversation(messages)), encoding="utf-8")
+    summary = run_import(str(tmp_path / "memory.db"), file).json()
+    assert [e["key"] for e in summary["errors"]] == ["claude:c-1:m1", "claude:c-1:m2"]
+
+
+def test_old_keys_replay_on_postgresql_too(pg_dsn: str, tmp_path: Path) -> None:
+    """The old-key look-up (``MemoryDb.replay_statuses``) on a PostgreSQL store, through the
+    CLI: the turn stored under the shared key replays, the one it cost is stored, once."""
+    rows = [
+        {"conversation_id": "a:b", "id": "c", "text": "first of a shared key"},
+        {"conversation_id": "a", "id": "b:c", "text": "lost to the shared key"},
+        {"conversation_id": "s", "id": 1, "text": "integer id"},
+    ]
+    file = write_jsonl(tmp_path / "turns.jsonl", [{**r, "created_at": 5} for r in rows])
+    remember_as_before(pg_dsn, [("jsonl:a:b:c", "user: first of a shared key", 5)])
+    summaries = [run_import(pg_dsn, file).json() for _ in range(2)]
+    assert [(s["stored"], s["replayed"], s["failed"]) for s in summaries] == [(2, 1, 0), (0, 3, 0)]
+    assert set(contents(pg_dsn)) == {  # (the server's collation orders them its own way)
+        ("user: lost to the shared key", 5, 'jsonl["a","b:c"]'),
+        ("user: integer id", 5, 'jsonl["s",1]'),
+        ("user: first of a shared key", 5, "jsonl:a:b:c"),
+    }

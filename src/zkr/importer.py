@@ -5,16 +5,22 @@
 FILE ``-`` reads standard input.
 
 Every turn becomes one ``remember`` (kind ``conversation``, text ``ROLE: TEXT``) with an
-ingestion key derived from the export's own ids, and ``captured_at = recorded_at`` = the turn's
-time (else its conversation's; a turn with neither is skipped and counted as undated), so a
-second import of the same file replays every key and changes nothing: the database is the same.
-Turns are stored in batches through ``remember_many(outcomes=True)``: a turn whose memory was
-deleted since is skipped and counted (``deleted``), never re-ingested; a bad turn (in JSONL, a
-bad line) fails alone (``failed``, with the first ten messages in ``errors``, each with the
-turn's ``key`` and, in JSONL, its ``line``). On a terminal a progress bar (tqdm) runs on stderr.
-The summary is one JSON object on stdout; a bad command line, a missing, unreadable or non-UTF-8
-file, or a file without the shape of the chosen format is one ``{"error"}`` line on stderr and
-exit status 1, as for any CLI call, and nothing is stored.
+ingestion key derived from the export's own ids (see Keys), and ``captured_at = recorded_at`` =
+the turn's time, so a second import of the same file replays every key and changes nothing: the
+database is the same. Turns are stored in batches through ``remember_many(outcomes=True)``: a
+turn whose memory was deleted since is skipped and counted (``deleted``), never re-ingested; a
+bad turn (in JSONL, a bad line) fails alone (``failed``, with the first ten messages, in file
+order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL, its
+``line``). On a terminal a progress bar (tqdm) runs on stderr. The summary is one JSON
+object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, or a file
+without the shape of the chosen format is one ``{"error"}`` line on stderr and exit status 1,
+as for any CLI call, and nothing is stored.
+
+Times: a message's own time is used when it has one (``0`` included); a message without one
+(missing or ``null``) takes its conversation's (chat exports only); a turn with neither is
+skipped and counted ``undated``. A time that is there but unreadable (``"soon"``, ``""``,
+``true``, ``Infinity``, past 64 bits) fails that turn alone, never falls back; in a chat export
+an unreadable conversation time fails only the messages without a time of their own.
 
 Formats (``auto``, the default, looks at the file: a JSON array with ``mapping`` is chatgpt, with
 ``chat_messages`` claude, anything not starting with ``[`` (or whose first line is a whole JSON
@@ -22,37 +28,64 @@ value with more lines after it) jsonl):
 
 * ``chatgpt`` — ``conversations.json`` of a ChatGPT data export: a list of conversations with a
   ``mapping`` of message nodes; the thread ending at ``current_node`` is imported (edited-away
-  branches are not), user and assistant text parts only. Key ``chatgpt:CONV:MESSAGE``. Times are
-  float Unix seconds (``create_time``), truncated to whole seconds.
+  branches are not; without a ``current_node`` in the mapping, the thread ending at the newest
+  leaf), user and assistant text parts and voice transcripts only. Times are float Unix seconds
+  (``create_time``), truncated to whole seconds.
 * ``claude`` — ``conversations.json`` of a Claude export: a list of conversations with
   ``chat_messages`` (``sender`` human/assistant, ``text`` or text ``content`` blocks, ISO 8601
-  ``created_at``, fractions of a second truncated). Key ``claude:CONV:MESSAGE``.
+  ``created_at``, fractions of a second truncated).
 * ``jsonl`` — one JSON object per line: ``text`` (or ``content``, a string), optional ``role``
   (a string), ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (whole
-  Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` or an unreadable time
-  fails that line, no time counts it ``undated``). Key ``jsonl:CONV:ID``, or
-  ``jsonl:sha256(...)`` of the line's fields when it has no id. A line that is not such an
-  object fails alone; a file with no JSON object line at all is refused.
+  Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` fails that line). A
+  line that is not such an object fails alone; a file with no JSON object line at all is
+  refused.
 
 A chatgpt or claude file must be a JSON array of conversations (or one conversation) of which at
 least one has the format's ``mapping`` / ``chat_messages``; otherwise (say ``--format claude`` on
 a ChatGPT export) the import is refused, naming the format expected.
+
+Keys (FMT is chatgpt, claude or jsonl; CONV the conversation's id, ID the message's: ChatGPT's
+``conversation_id``/``id`` and message ``id``, Claude's ``uuid``s, JSONL's
+``conversation_id``/``id``; a ``null`` or missing one is none, as is ``""`` in a chat export):
+
+* ``FMT:CONV:ID`` when CONV is none or a string without ``:`` and ID is a string (no CONV:
+  ``FMT::ID``) — the common case, and the key of every release;
+* else ``FMT`` + the compact JSON array ``[CONV, ID]``, so no two distinct turns share a key:
+  ``jsonl["a:b","c"]`` is not ``jsonl:a:b:c`` (conversation ``a``, id ``b:c``), ``jsonl["s",1]``
+  (an integer id) is not ``jsonl:s:1``, ``jsonl["","x"]`` (conversation ``""``) is not
+  ``jsonl::x``;
+* a chat message without an id: ``FMT[CONV,null,DIGEST,N]``, DIGEST of its role, text and time,
+  N the number of such messages of the conversation with the same DIGEST before it (two
+  identical messages are two turns);
+* a JSONL line without an ``id``: ``jsonl:`` + 32 hex digits of the SHA-256 of its
+  conversation, role, text and time (and, for the second and later of identical lines, its
+  count: each line is a turn).
+
+Imports before these keys gave the turns of the second and third cases ``FMT:CONV:ID``
+(``FMT:CONV:`` without an id), shared by distinct turns. Such a turn is sent under that old key
+when the database holds its very text and time there and no other turn of the file owns it,
+or holds a deleted memory there and the turn is the file's first with that key (it stays
+deleted), so files imported before replay instead of being stored twice; the turns those
+imports lost to a shared key are stored now, under their own keys.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
-from typing import Any, NamedTuple, TextIO
+from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
 from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
 from zkr.dbpath import refuse_throwaway
 from zkr.errors import RequestError, ZkrError
+from zkr.importkeys import Unnamed, choose_keys, digest, id_key
 from zkr.output import respond
+
+if TYPE_CHECKING:
+    from zkr.model import RememberRequest
 
 FORMATS = ("auto", "chatgpt", "claude", "jsonl")
 BATCH = 500
@@ -64,7 +97,10 @@ class Turn(NamedTuple):
     """One chat turn ready to store: ingestion key, role, text, Unix seconds (or ``None``).
 
     ``line`` is the 1-based JSONL line (``None`` for chat exports); ``error`` set means the line
-    could not be read as a turn (it is counted ``failed``, never stored).
+    or message could not be read as a turn (it is counted ``failed``, never stored). ``alias``
+    is the key an import before keys were made unambiguous gave this turn, when ``key`` is not
+    that key (see :func:`zkr.importkeys.choose_keys`: the turn replays under it where it was
+    stored so).
     """
 
     key: str
@@ -73,6 +109,7 @@ class Turn(NamedTuple):
     at: int | None
     line: int | None = None
     error: str | None = None
+    alias: str | None = None
 
 
 def _iso_seconds(value: str) -> int | None:
@@ -90,66 +127,138 @@ def _iso_seconds(value: str) -> int | None:
         return None
 
 
-def _seconds(value: Any) -> int | None:
-    """A chat export's time: Unix seconds (int or float, truncated to whole seconds) or an ISO
-    8601 string as integer seconds; ``None`` for a missing, non-finite or unreadable time."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if math.isfinite(value) else None
-    if isinstance(value, str) and value.strip():
-        return _iso_seconds(value)
-    return None
+def _read_time(name: str, value: Any, *, whole: bool) -> int | None:
+    """A turn's time as integer Unix seconds; ``None`` only when it is absent (``null``).
 
-
-def _jsonl_seconds(name: str, value: Any) -> int | None:
-    """A JSONL line's time: whole Unix seconds or an ISO 8601 string; ``None`` when absent.
-
-    Raises ``ValueError`` (the line's message) for anything else: ``1.7``, ``true``, ``"soon"``,
-    a number outside the signed 64-bit range.
+    Accepted: an integer, an ISO 8601 string (fraction truncated, UTC without an offset) and,
+    unless ``whole`` (JSONL), a finite float (truncated: chat exports write ``1714000001.5``).
+    ``0`` is a time like any other. Raises ``ValueError`` naming ``name`` for anything else
+    (``1.7`` in JSONL, ``true``, ``""``, ``"soon"``, ``Infinity``, a number outside the signed
+    64-bit range): a present but unreadable time fails its turn, it never falls back.
     """
     if value is None:
         return None
     at: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         at = value
-    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    elif isinstance(value, float) and math.isfinite(value) and (value.is_integer() or not whole):
         at = int(value)
     elif isinstance(value, str) and value.strip():
         at = _iso_seconds(value)
-    # beyond i64 the message would name remember's `captured_at`, not this line's field
+    # beyond i64 the message would name remember's `captured_at`, not the file's field
     if at is not None and I64_MIN <= at <= I64_MAX:
         return at
+    unit = "whole Unix seconds" if whole else "Unix seconds"
     raise ValueError(
-        f"field `{name}` must be whole Unix seconds or an ISO 8601 string,"
+        f"{name} must be {unit} or an ISO 8601 string,"
         f" got {json.dumps(value, ensure_ascii=False)[:40]}"
     )
+
+
+def _jsonl_seconds(name: str, value: Any) -> int | None:
+    """A JSONL line's time (whole seconds or ISO 8601), ``None`` when absent; raises
+    ``ValueError`` for anything else (see :func:`_read_time`)."""
+    return _read_time(f"field `{name}`", value, whole=True)
+
+
+class _ChatTime(NamedTuple):
+    """A conversation's time (the fallback of its messages without one) or why it is unreadable."""
+
+    at: int | None
+    error: str | None
+
+    @classmethod
+    def read(cls, conversation: dict[str, Any], name: str) -> _ChatTime:
+        try:
+            return cls(
+                _read_time(f"conversation field `{name}`", conversation.get(name), whole=False),
+                None,
+            )
+        except ValueError as exc:
+            return cls(None, str(exc))
+
+    def message_time(self, message: dict[str, Any], name: str) -> int | None:
+        """The message's own time, else (absent or ``null``) the conversation's; ``None``
+        when neither is there (the turn is counted ``undated``). Raises ``ValueError`` for an
+        unreadable message time, or an unreadable conversation time the message would use."""
+        at = _read_time(f"field `{name}`", message.get(name), whole=False)
+        if at is not None:
+            return at
+        if self.error is not None:
+            raise ValueError(self.error)
+        return self.at
 
 
 # --------------------------------------------------------------------------- formats
 
 
+def _id(value: Any) -> Any:
+    """An export's id, ``None`` when it is missing, ``null`` or ``""`` (as its first releases
+    read them: ``value or ...``)."""
+    return None if value is None or value == "" or value is False else value
+
+
+def _thread(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
+    """The nodes from the root to ``current`` (the conversation's ``current_node``), in order.
+
+    Without a ``current_node`` found in the mapping (an export of another tool, a hand-written
+    file), the thread ends at the newest leaf (the node without children whose message has the
+    latest readable ``create_time``; the last in the mapping among equals), the branch the
+    conversation was last continued on: the conversation is not silently left out.
+    """
+    if not (isinstance(current, str) and current in mapping):
+        newest: tuple[float, int] | None = None
+        for index, (node_id, node) in enumerate(mapping.items()):
+            children = node.get("children") if isinstance(node, dict) else None
+            if not isinstance(node, dict) or (
+                isinstance(children, list)
+                and any(isinstance(c, str) and c in mapping for c in children)
+            ):
+                continue
+            message = node.get("message")
+            value = message.get("create_time") if isinstance(message, dict) else None
+            try:
+                at = _read_time("", value, whole=False)
+            except ValueError:
+                at = None
+            rank = (-math.inf if at is None else at, index)
+            if newest is None or rank > newest:
+                newest, current = rank, node_id
+    thread: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while isinstance(current, str) and current in mapping and current not in seen:
+        seen.add(current)
+        node = mapping[current]
+        if not isinstance(node, dict):
+            break
+        thread.append(node)
+        current = node.get("parent")
+    thread.reverse()
+    return thread
+
+
+def _part_text(part: Any) -> str:
+    """The text of one ChatGPT content part: a string, or the transcript of a voice message (an
+    object with ``content_type`` ``audio_transcription`` and a ``text``, as voice mode writes
+    it: such turns used to count ``empty``); other parts (images, audio) have none."""
+    if isinstance(part, str):
+        return part
+    if isinstance(part, dict) and part.get("content_type") == "audio_transcription":
+        text = part.get("text")
+        return text if isinstance(text, str) else ""
+    return ""
+
+
 def chatgpt_turns(data: Any) -> Iterator[Turn]:
     """Turns of a ChatGPT ``conversations.json`` (the thread ending at ``current_node``)."""
     for conversation in _conversations(data):
-        conv_id = str(conversation.get("conversation_id") or conversation.get("id") or "")
+        conv = _id(conversation.get("conversation_id") or conversation.get("id"))
         mapping = conversation.get("mapping")
         if not isinstance(mapping, dict):
             continue
-        conv_time = _seconds(conversation.get("create_time"))
-        node_id = conversation.get("current_node")
-        thread: list[dict[str, Any]] = []
-        seen: set[str] = set()
-        while isinstance(node_id, str) and node_id in mapping and node_id not in seen:
-            seen.add(node_id)
-            node = mapping[node_id]
-            if not isinstance(node, dict):
-                break
-            thread.append(node)
-            node_id = node.get("parent")
-        for node in reversed(thread):
+        conv_time = _ChatTime.read(conversation, "create_time")
+        unnamed = Unnamed("chatgpt", conv)
+        for node in _thread(mapping, conversation.get("current_node")):
             message = node.get("message")
             if not isinstance(message, dict):
                 continue
@@ -161,20 +270,31 @@ def chatgpt_turns(data: Any) -> Iterator[Turn]:
             parts = content.get("parts") if isinstance(content, dict) else None
             if not isinstance(parts, list):
                 continue
-            text = "\n".join(p for p in parts if isinstance(p, str)).strip()
-            message_id = str(message.get("id") or node.get("id") or "")
-            at = _seconds(message.get("create_time")) or conv_time
-            yield Turn(f"chatgpt:{conv_id}:{message_id}", role, text, at)
+            text = "\n".join(_part_text(p) for p in parts).strip()
+            yield _chat_turn(
+                "chatgpt",
+                conv,
+                _id(message.get("id") or node.get("id")),
+                # the first releases' key, verbatim: an import made by one must keep replaying
+                f"chatgpt:{conv or ''}:{message.get('id') or node.get('id') or ''}",
+                unnamed,
+                role,
+                text,
+                conv_time,
+                message,
+                "create_time",
+            )
 
 
 def claude_turns(data: Any) -> Iterator[Turn]:
     """Turns of a Claude ``conversations.json``."""
     for conversation in _conversations(data):
-        conv_id = str(conversation.get("uuid") or "")
-        conv_time = _seconds(conversation.get("created_at"))
+        conv = _id(conversation.get("uuid"))
+        conv_time = _ChatTime.read(conversation, "created_at")
         messages = conversation.get("chat_messages")
         if not isinstance(messages, list):
             continue
+        unnamed = Unnamed("claude", conv)
         for message in messages:
             if not isinstance(message, dict):
                 continue
@@ -192,8 +312,44 @@ def claude_turns(data: Any) -> Iterator[Turn]:
                     and block.get("type") == "text"
                     and isinstance(block.get("text"), str)
                 )
-            at = _seconds(message.get("created_at")) or conv_time
-            yield Turn(f"claude:{conv_id}:{message.get('uuid', '')}", role, text.strip(), at)
+            yield _chat_turn(
+                "claude",
+                conv,
+                _id(message.get("uuid")),
+                # the first releases' key, verbatim: an import made by one must keep replaying
+                f"claude:{conv or ''}:{message.get('uuid', '')}",
+                unnamed,
+                role,
+                text.strip(),
+                conv_time,
+                message,
+                "created_at",
+            )
+
+
+def _chat_turn(
+    fmt: str,
+    conv: Any,
+    ident: Any,
+    legacy: str,
+    unnamed: Unnamed,
+    role: str,
+    text: str,
+    conv_time: _ChatTime,
+    message: dict[str, Any],
+    field: str,
+) -> Turn:
+    """One chat export message as a turn: its key (:func:`id_key`, or :class:`Unnamed` without
+    an id) and time (:meth:`_ChatTime.message_time`; an unreadable one fails the turn alone)."""
+    error: str | None = None
+    try:
+        at = conv_time.message_time(message, field)
+    except ValueError as exc:
+        at, error = None, str(exc)
+    if ident is None:
+        return Turn(unnamed.key(role, text, at), role, text, at, None, error, legacy)
+    key, alias = id_key(fmt, conv, ident, legacy)
+    return Turn(key, role, text, at, None, error, alias)
 
 
 def jsonl_turns(lines: Iterable[str]) -> Iterator[Turn]:
@@ -201,17 +357,23 @@ def jsonl_turns(lines: Iterable[str]) -> Iterator[Turn]:
 
     A line that is not a turn yields a ``Turn`` with ``error`` set (it fails alone).
     """
+    repeats: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            yield _jsonl_turn(number, line)
+            yield _jsonl_turn(number, line, repeats)
         except ValueError as exc:
             yield Turn("", "", "", None, number, str(exc))
 
 
-def _jsonl_turn(number: int, line: str) -> Turn:
-    """One JSONL line as a turn; raises ``ValueError`` with the reason it is not one."""
+def _jsonl_turn(number: int, line: str, repeats: dict[str, int]) -> Turn:
+    """One JSONL line as a turn; raises ``ValueError`` with the reason it is not one.
+
+    A line without an ``id`` is keyed by a digest of its conversation, role, text and time;
+    ``repeats`` counts such lines per digest, so the second of two identical lines gets a digest
+    with its count too (a turn of its own, not a replay of the first).
+    """
     try:  # the CLI's JSON rules: no NaN, no duplicate field, no number past a double
         item = parse_json(line, lone_surrogates=True)
     except RequestError as exc:
@@ -233,15 +395,17 @@ def _jsonl_turn(number: int, line: str) -> Turn:
     name = "created_at" if item.get("created_at") is not None else "timestamp"
     at = _jsonl_seconds(name, item.get(name))
     conv = item.get("conversation_id")
+    alias: str | None = None
     if item.get("id") is not None:
-        key = f"jsonl:{conv or ''}:{item['id']}"
+        # the first releases' key, verbatim: an import made by one must keep replaying
+        key, alias = id_key("jsonl", conv, item["id"], f"jsonl:{conv or ''}:{item['id']}")
     else:
-        # surrogatepass: a lone surrogate still gets a key (and then fails alone in remember)
-        digest = hashlib.sha256(
-            json.dumps([conv, role, text, at], ensure_ascii=False).encode("utf-8", "surrogatepass")
-        ).hexdigest()
-        key = f"jsonl:{digest[:32]}"
-    return Turn(key, role, text.strip(), at, number)
+        fields: list[Any] = [conv, role, text, at]
+        first = digest(fields)
+        count = repeats.get(first, 0)
+        repeats[first] = count + 1
+        key = f"jsonl:{digest([*fields, count]) if count else first}"
+    return Turn(key, role, text.strip(), at, number, alias=alias)
 
 
 def _conversations(data: Any) -> list[dict[str, Any]]:
@@ -348,61 +512,64 @@ def import_turns(
 ) -> dict[str, Any]:
     """Store ``turns`` into the (tenant, person) scope of ``db``; returns the summary counts.
 
-    ``progress``, when given, is called with the number of turns just handled.
+    ``progress``, when given, is called with the number of turns just handled. The key of each
+    turn: :func:`choose_keys`.
     """
     from zkr.model import RememberRequest, SourceKind
 
     counts = {"stored": 0, "replayed": 0, "deleted": 0, "failed": 0, "empty": 0, "undated": 0}
-    errors: list[dict[str, Any]] = []
-    batch: list[tuple[Turn, RememberRequest]] = []
+    errors: list[tuple[int, dict[str, Any]]] = []  # (turn index, error)
+    requests: dict[int, RememberRequest] = {}  # the turns sent to remember, by index
+    for index, turn in enumerate(turns):
+        if turn.error is None and turn.text and turn.at is not None:
+            text = f"{turn.role}: {turn.text}"
+            requests[index] = RememberRequest(
+                tenant_id, person_id, SourceKind.CONVERSATION, text, turn.at, turn.at, turn.key
+            )
+    keys = choose_keys(db, requests, {i: (turns[i].key, turns[i].alias) for i in requests})
+    batch: list[tuple[int, RememberRequest]] = []
 
-    def fail(turn: Turn, message: str) -> None:
+    def fail(index: int, message: str, key: str) -> None:
         counts["failed"] += 1
         error: dict[str, Any] = {"error": message}
-        if turn.key:
-            error["key"] = turn.key
-        if turn.line is not None:
-            error["line"] = turn.line
-        errors.append(error)
+        if key:  # a lone surrogate (an id "\ud800") as its escape: the summary is UTF-8
+            error["key"] = key.encode("utf-8", "backslashreplace").decode("utf-8")
+        line = turns[index].line
+        if line is not None:
+            error["line"] = line
+        errors.append((index, error))
 
     def flush() -> None:
         outcomes = db.remember_many([req for _, req in batch], outcomes=True)
-        for (turn, _), outcome in zip(batch, outcomes, strict=True):
+        for (index, req), outcome in zip(batch, outcomes, strict=True):
             if outcome.status == "failed":
-                fail(turn, outcome.error or "")
+                fail(index, outcome.error or "", req.ingestion_key or "")
             else:
                 counts[outcome.status] += 1
         if progress is not None:
             progress(len(batch))
         batch.clear()
 
-    for turn in turns:
+    for index, turn in enumerate(turns):
+        if index in requests:
+            batch.append((index, requests[index]._replace(ingestion_key=keys[index])))
+            if len(batch) >= BATCH:
+                flush()
+            continue
         if turn.error is not None:
-            fail(turn, turn.error)
-            if progress is not None:
-                progress(1)
-            continue
-        if not turn.text or turn.at is None:
+            fail(index, turn.error, turn.key)
+        else:
             counts["empty" if not turn.text else "undated"] += 1
-            if progress is not None:
-                progress(1)
-            continue
-        request = RememberRequest(
-            tenant_id,
-            person_id,
-            SourceKind.CONVERSATION,
-            f"{turn.role}: {turn.text}",
-            turn.at,
-            turn.at,
-            turn.key,
-        )
-        batch.append((turn, request))
-        if len(batch) >= BATCH:
-            flush()
+        if progress is not None:
+            progress(1)
     if batch:
         flush()
-    errors.sort(key=lambda e: int(e.get("line", 0)))  # file order (stable for chat exports)
-    return {"turns": len(turns), **counts, "errors": errors[:MAX_REPORTED_ERRORS]}
+    errors.sort(key=lambda e: e[0])  # file order: a batch's failures come after later turns'
+    return {
+        "turns": len(turns),
+        **counts,
+        "errors": [error for _, error in errors[:MAX_REPORTED_ERRORS]],
+    }
 
 
 def _parse_args(argv: list[str]) -> tuple[str, str, str, str, str]:

@@ -99,6 +99,16 @@ class WriteCommands(Handle):
         with self._lock:
             return write.ingested_times(self.conn, tenant_id, person_id, ingestion_key)
 
+    def replay_statuses(self, reqs: Iterable[model.RememberRequest]) -> list[str | None]:
+        """For each request, what ``remember`` would do with its ingestion key now, writing
+        nothing: ``None`` (store), ``"replayed"``, ``"deleted"`` or ``"conflict"`` (library
+        only; :func:`zkr.store.write.replay_statuses`). ``zkr import`` asks it which key an
+        earlier import stored a turn under."""
+        from zkr.store import write
+
+        with self._lock:
+            return write.replay_statuses(self.conn, list(reqs))
+
     def correction_floor(
         self, tenant_id: str, person_id: str, claim_id: str
     ) -> tuple[int, int] | None:

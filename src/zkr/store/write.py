@@ -114,14 +114,7 @@ def remember_each(
     outcomes: list[RememberOutcome] = []
     with write_tx(conn, *_scopes(reqs)):
         for req in reqs:
-            replay = req.ingestion_key is not None and (
-                conn.execute(
-                    "SELECT 1 FROM sources WHERE tenant_id = ? AND person_id = ?"
-                    " AND ingestion_key = ?",
-                    (req.tenant_id, req.person_id, req.ingestion_key),
-                ).fetchone()
-                is not None
-            )
+            replay = keyed_source(conn, req) is not None
             conn.execute("SAVEPOINT zkr_item")
             try:
                 check_request(req)
@@ -169,14 +162,22 @@ def check_request(req: RememberRequest) -> None:
 
 def remember_in_tx(conn: sqlite3.Connection, req: RememberRequest) -> RememberResult:
     """The database part of ``remember``, inside the caller's write transaction."""
-    if req.ingestion_key is not None:
-        row = conn.execute(
-            "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
-            (req.tenant_id, req.person_id, req.ingestion_key),
-        ).fetchone()
-        if row is not None:
-            return _replay(conn, req, row[0])
+    source_id = keyed_source(conn, req)
+    if source_id is not None:
+        return _replay(conn, req, source_id)
     return _insert(conn, req)
+
+
+def keyed_source(conn: sqlite3.Connection, req: RememberRequest) -> str | None:
+    """The id of the source (live or deleted) stored under ``req``'s ingestion key in its
+    scope, ``None`` without one (spec/lifecycle.md §3.1: a key is unique per scope)."""
+    if req.ingestion_key is None:
+        return None
+    row = conn.execute(
+        "SELECT id FROM sources WHERE tenant_id = ? AND person_id = ? AND ingestion_key = ?",
+        (req.tenant_id, req.person_id, req.ingestion_key),
+    ).fetchone()
+    return None if row is None else str(row[0])
 
 
 class Capture(NamedTuple):
@@ -416,6 +417,38 @@ def _replay(conn: sqlite3.Connection, req: RememberRequest, source_id: str) -> R
     if feed.read_locator(conn, t, p, evidence_id) != req.locator:
         raise conflict
     return RememberResult(source_id, evidence_id, claim_id)
+
+
+def _utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def replay_statuses(conn: sqlite3.Connection, reqs: Sequence[RememberRequest]) -> list[str | None]:
+    """What ``remember`` would do with each request's ingestion key now, writing nothing (one
+    read snapshot): ``None`` (no source has the key in scope: it would store), ``"replayed"``
+    (the same payload, spec/lifecycle.md §3.1), ``"deleted"`` (the key's memory was deleted) or
+    ``"conflict"`` (another payload). A request without a key, or with one that is not
+    UTF-8 (a lone surrogate: ``remember`` refuses it, so no source has it), is ``None``."""
+    statuses: list[str | None] = []
+    with read_tx(conn):
+        for req in reqs:
+            key = req.ingestion_key
+            source_id = None if key is None or not _utf8(key) else keyed_source(conn, req)
+            if source_id is None:
+                statuses.append(None)
+                continue
+            try:
+                _replay(conn, req, source_id)  # compares, never writes
+                statuses.append("replayed")
+            except NotFound:
+                statuses.append("deleted")
+            except InvalidInput:
+                statuses.append("conflict")
+    return statuses
 
 
 def ingested_times(
