@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from zkr import MemoryDb
+from zkr import MemoryDb, ZkrError
 from zkr.model import (
     AsOf,
     ClaimInput,
@@ -53,7 +53,11 @@ def show(title: str, pack: RetrievalPack) -> None:
 def main(argv: list[str]) -> int:
     if len(argv) > 1:
         print(f"zkr demo database: {argv[1]}")
-        return run(argv[1])
+        try:
+            return run(argv[1])
+        except ZkrError as exc:  # a path that is no database: the CLI's envelope, no traceback
+            print(json.dumps({"error": exc.message}, ensure_ascii=False), file=sys.stderr)
+            return 1
     with tempfile.TemporaryDirectory(prefix="zkr-demo-") as tmp:
         path = str(Path(tmp) / "memory.db")
         print(f"zkr demo database: {path} (temporary: pass a path to keep one)")
