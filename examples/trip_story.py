@@ -530,9 +530,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("dir", nargs="?", help="where laptop.db and phone.db go (kept)")
     parser.add_argument("--zkr", default=default_zkr(), help="the zkr executable")
     options = parser.parse_args(argv)
+    if shutil.which(options.zkr) is None:
+        parser.error(f"--zkr {options.zkr}: no such executable")
     if options.dir:
         folder = Path(options.dir)
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            parser.error(f"cannot use {folder} as the story's directory: {exc.strerror or exc}")
         for name in ("laptop.db", "phone.db"):
             if (folder / name).exists():
                 parser.error(f"{folder / name} exists: the story starts from empty files")

@@ -57,3 +57,21 @@ def test_the_trip_story_runs_green_and_leaves_two_files_that_answer_alike(tmp_pa
             # the hotel turn's claim was deleted: nothing answers it on either file
             assert me.lookup("trip", "hotel") == []
     assert answers[0] == answers[1]
+
+
+def test_bad_arguments_are_usage_errors_not_tracebacks(tmp_path: Path) -> None:
+    """``trip_story.py FILE`` (a file where its directory goes) ended in a
+    ``FileExistsError`` traceback, ``--zkr /missing`` in a ``FileNotFoundError`` one, after
+    the story had started."""
+    taken = tmp_path / "taken"
+    taken.write_text("a file\n", encoding="utf-8")
+    script = str(REPO / "examples" / "trip_story.py")
+    for args, message in (
+        ([str(taken)], f"cannot use {taken} as the story's directory"),
+        (["--zkr", str(tmp_path / "missing")], "no such executable"),
+    ):
+        run = subprocess.run(
+            [sys.executable, script, *args], capture_output=True, text=True, timeout=60
+        )
+        assert run.returncode == 2 and run.stdout == ""
+        assert "Traceback" not in run.stderr and message in run.stderr, run.stderr
