@@ -914,10 +914,10 @@ def test_chatgpt_voice_messages_keep_their_transcripts(tmp_path: Path) -> None:
     assert {text for text, _, _ in contents(db_path)} == {"user: Book a table", "assistant: Done."}
 
 
-def test_a_lone_surrogate_in_an_old_key_fails_its_line_alone(tmp_path: Path) -> None:
+def test_a_lone_surrogate_in_an_id_is_kept_as_its_escape(tmp_path: Path) -> None:
     """A line whose id holds a lone surrogate made the summary unwritable (an internal error
     after the other turns were stored), and asking the database for such a line's old key was
-    a storage error that refused the whole import."""
+    a storage error that refused the whole import; its key now holds the escape."""
     file = tmp_path / "turns.jsonl"
     lines = [
         '{"text": "x", "id": "\\ud800", "conversation_id": "a:b", "created_at": 5}',
@@ -927,13 +927,17 @@ def test_a_lone_surrogate_in_an_old_key_fails_its_line_alone(tmp_path: Path) -> 
     file.write_text("\n".join(lines) + "\n", encoding="utf-8")
     db_path = str(tmp_path / "memory.db")
     summary = run_import(db_path, file).json()
-    assert (summary["stored"], summary["failed"]) == (1, 2)
-    message = "field `ingestion_key`: lone surrogate in string"
-    assert summary["errors"] == [
-        {"error": message, "key": 'jsonl["a:b","\\ud800"]', "line": 1},
-        {"error": message, "key": "jsonl::\\udc01", "line": 3},
+    assert (summary["stored"], summary["failed"], summary["errors"]) == (3, 0, [])
+    # the surrogate is kept as its escape: the turn is stored, and a second import replays it
+    assert sorted(contents(db_path)) == [
+        ("user: kept", 5, 'jsonl["a",2]'),
+        ("user: x", 5, 'jsonl["a:b","\\ud800"]'),
+        ("user: y", 6, "jsonl::\\udc01"),
     ]
-    assert contents(db_path) == [("user: kept", 5, 'jsonl["a",2]')]
+    before = dump(db_path)
+    again = run_import(db_path, file).json()
+    assert (again["stored"], again["replayed"], again["failed"]) == (0, 3, 0)
+    assert dump(db_path) == before
 
 
 def test_a_chat_exports_errors_are_in_file_order(tmp_path: Path) -> None:
@@ -966,3 +970,275 @@ def test_old_keys_replay_on_postgresql_too(pg_dsn: str, tmp_path: Path) -> None:
         ("user: integer id", 5, 'jsonl["s",1]'),
         ("user: first of a shared key", 5, "jsonl:a:b:c"),
     }
+
+
+# --------------------------------------------------------------------------- files as handed out
+
+
+def test_lone_surrogates_in_ids_and_messages_keep_the_summary(tmp_path: Path) -> None:
+    """A JavaScript exporter that cut a string inside a surrogate pair writes ``\\ud83d`` alone.
+    In an id it made the ingestion key unstorable, and in a failed line's message (a time
+    such as ``"\\udc00"``) the summary could not be encoded: ``zkr import`` answered ``internal
+    error: UnicodeEncodeError`` with exit 1 although its other turns were stored. Now an id's
+    lone surrogate is written as its ``\\uXXXX`` escape in the key (the turn is stored, and a
+    second import replays it) and a message shows it escaped."""
+    db_path = str(tmp_path / "memory.db")
+    jsonl = tmp_path / "turns.jsonl"
+    lines = [
+        '{"text":"kept","id":"1","created_at":1}',
+        '{"text":"cut id","id":"x\\ud83d","conversation_id":"c\\udc00","created_at":2}',
+        '{"text":"cut time","created_at":"\\udc00"}',
+    ]
+    jsonl.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = run_import(db_path, jsonl)
+    assert result.code == 0, result.stderr
+    summary = result.json()
+    assert (summary["stored"], summary["failed"]) == (2, 1)
+    assert summary["errors"] == [
+        {
+            "error": "field `created_at` must be whole Unix seconds or an ISO 8601 string,"
+            ' got "\\udc00"',
+            "line": 3,
+        }
+    ]
+    keys = {row[2] for row in contents(db_path)}
+    assert "jsonl:c\\udc00:x\\ud83d" in keys
+    again = run_import(db_path, jsonl).json()
+    assert (again["stored"], again["replayed"], again["failed"]) == (0, 2, 1)
+    claude = tmp_path / "conversations.json"
+    claude.write_text(
+        '[{"uuid":"c\\udc00","chat_messages":[{"uuid":"m\\ud800","sender":"human",'
+        '"text":"cut uuid","created_at":"2024-05-01T10:00:00Z"}]}]',
+        encoding="utf-8",
+    )
+    result = run_import(db_path, claude)
+    assert result.code == 0, result.stderr
+    assert (result.json()["stored"], result.json()["failed"]) == (1, 0)
+    assert "claude:c\\udc00:m\\ud800" in {row[2] for row in contents(db_path)}
+
+
+def test_chat_turns_without_a_message_id_get_keys_of_their_own(tmp_path: Path) -> None:
+    """A Claude message without a ``uuid`` (a hand-made or converted file) was keyed
+    ``claude:CONV:`` (or ``claude:CONV:None`` for ``null``), so the second such turn of a
+    conversation failed as ``ingestion_key conflicts with different memory payload`` and was
+    never stored; a ChatGPT message without an ``id`` likewise, though its node's key in
+    ``mapping`` names it. Now each such turn has a key of its own, the same on every import
+    (:class:`zkr.importkeys.Unnamed`)."""
+    db_path = str(tmp_path / "memory.db")
+    claude = tmp_path / "claude.json"
+    messages = [
+        {"sender": "human", "text": "first", "created_at": "2024-05-01T10:00:00Z"},
+        {"sender": "assistant", "text": "second", "created_at": "2024-05-01T10:00:01Z"},
+        {"uuid": None, "sender": "human", "text": "third", "created_at": "2024-05-01T10:00:02Z"},
+        {"uuid": None, "sender": "human", "text": "fourth", "created_at": "2024-05-01T10:00:03Z"},
+    ]
+    claude.write_text(json.dumps([{"uuid": "c1", "chat_messages": messages}]), encoding="utf-8")
+    summary = run_import(db_path, claude).json()
+    assert (summary["stored"], summary["failed"]) == (4, 0), summary["errors"]
+    again = run_import(db_path, claude).json()
+    assert (again["stored"], again["replayed"], again["failed"]) == (0, 4, 0)
+    chatgpt = tmp_path / "chatgpt.json"
+    mapping = {
+        f"n{i}": {
+            "parent": f"n{i - 1}" if i else None,
+            "message": {
+                "author": {"role": "user"},
+                "create_time": 1700000000 + i,
+                "content": {"parts": [f"turn {i}"]},
+            },
+        }
+        for i in range(3)
+    }
+    conversation = {"id": "g1", "current_node": "n2", "mapping": mapping}
+    chatgpt.write_text(json.dumps([conversation]), encoding="utf-8")
+    summary = run_import(db_path, chatgpt).json()
+    assert (summary["stored"], summary["failed"]) == (3, 0), summary["errors"]
+    keys = [row[2] for row in contents(db_path)]
+    assert len(set(keys)) == len(keys) == 7
+    assert all(":None" not in key and not key.endswith(":") for key in keys)
+    again = run_import(db_path, chatgpt).json()
+    assert (again["stored"], again["replayed"], again["failed"]) == (0, 3, 0)
+
+
+def _import_with_memory_cap(argv: list[str], stdin: Any) -> subprocess.CompletedProcess[bytes]:
+    """``python -m zkr import …`` with its address space capped at 1 GiB, so a run that reads
+    without end fails fast instead of taking the machine's memory."""
+    import resource
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    return subprocess.run(
+        [sys.executable, "-m", "zkr", "import", *argv],
+        stdin=stdin,
+        capture_output=True,
+        timeout=120,
+        check=False,
+        preexec_fn=cap,
+    )
+
+
+def test_a_device_is_refused_and_running_out_of_memory_is_an_envelope(tmp_path: Path) -> None:
+    """``zkr import … /dev/zero`` read without end (until the kernel killed it or, under a
+    memory limit, ``internal error: MemoryError``); so did ``- < /dev/zero``. A device is now
+    refused before anything is read, like a ``--db`` naming one, and a file or pipe too large
+    for memory is one envelope that says so. Nothing is stored either way."""
+    db_path = str(tmp_path / "memory.db")
+    scope = ["--db", db_path, "--tenant", T, "--person", P]
+    for file, stdin in (("/dev/zero", os.devnull), ("-", "/dev/zero")):
+        with open(stdin, "rb") as handle:
+            proc = _import_with_memory_cap([*scope, file], handle)
+        assert proc.returncode == 1 and proc.stdout == b""
+        name = "standard input" if file == "-" else file
+        assert json.loads(proc.stderr) == {
+            "error": f"cannot read {name}: a device, not a file or a pipe"
+        }
+    feeder = subprocess.Popen(["cat", "/dev/zero"], stdout=subprocess.PIPE)
+    try:
+        proc = _import_with_memory_cap([*scope, "-"], feeder.stdout)
+    finally:
+        feeder.kill()
+        feeder.wait()
+        assert feeder.stdout is not None
+        feeder.stdout.close()
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert json.loads(proc.stderr) == {
+        "error": "out of memory: standard input is too large to import at once"
+        " (split it; turns already stored stay, and a second import replays them)"
+    }
+    assert not Path(db_path).exists()
+
+
+def test_the_export_zip_itself_imports(tmp_path: Path) -> None:
+    """ChatGPT and Claude hand out their exports as ZIP archives; ``zkr import export.zip``
+    said ``export.zip is not UTF-8 text (bad byte at offset 10)``. The archive's one
+    ``conversations.json`` is now read from it (and a gzip-compressed file is decompressed);
+    an archive without one, or a damaged one, is an error that says so."""
+    import gzip
+    import zipfile
+
+    files = write(tmp_path)
+    db_path = str(tmp_path / "memory.db")
+    expected = run_import(str(tmp_path / "plain.db"), files["chatgpt"]).json()
+    archive = tmp_path / "chatgpt-export.zip"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as out:
+        out.writestr("chat.html", "<html></html>")
+        out.write(files["chatgpt"], "export/conversations.json")
+    assert run_import(db_path, archive).json() == expected
+    piped = cli(
+        None,
+        argv=["import", "--db", db_path, "--tenant", T, "--person", P, "-"],
+        stdin=archive.read_bytes(),
+    ).json()
+    assert (piped["replayed"], piped["stored"]) == (expected["stored"], 0)
+    packed = tmp_path / "turns.jsonl.gz"
+    packed.write_bytes(gzip.compress(files["jsonl"].read_bytes()))
+    expected_jsonl = run_import(str(tmp_path / "plain2.db"), files["jsonl"]).json()
+    assert run_import(db_path, packed).json() == expected_jsonl
+    empty = tmp_path / "other.zip"
+    with zipfile.ZipFile(empty, "w") as out:
+        out.writestr("notes.txt", "hello")
+    assert run_import(db_path, empty).error() == (
+        f"{empty} is a ZIP archive without a conversations.json (unzip it and import the"
+        " conversations file)"
+    )
+    damaged = tmp_path / "damaged.zip"
+    damaged.write_bytes(archive.read_bytes()[:200])
+    assert run_import(db_path, damaged).error().startswith(f"{damaged} is a damaged ZIP archive")
+    broken_gz = tmp_path / "broken.jsonl.gz"
+    broken_gz.write_bytes(packed.read_bytes()[:20])
+    assert run_import(db_path, broken_gz).error().startswith(f"{broken_gz} is a damaged gzip file")
+
+
+def test_jsonl_reads_a_lower_case_z_and_content_beside_a_null_text(tmp_path: Path) -> None:
+    """RFC 3339 allows ``z`` for UTC (``2024-05-01T10:00:00z``): the line failed as an
+    unreadable time (a chat export's turn fell back to its conversation's time). A line with
+    ``"text": null`` and a string ``content`` failed as ``missing field `text```; ``content``
+    is read when ``text`` is absent or null."""
+    db_path = str(tmp_path / "memory.db")
+    jsonl = tmp_path / "turns.jsonl"
+    lines = [
+        '{"text":"lower z","created_at":"2024-05-01T10:00:00z"}',
+        '{"text":null,"content":"from content","created_at":5}',
+    ]
+    jsonl.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    summary = run_import(db_path, jsonl).json()
+    assert (summary["stored"], summary["failed"]) == (2, 0), summary["errors"]
+    stored = {(text, at) for text, at, _ in contents(db_path)}
+    assert stored == {("user: lower z", 1714557600), ("user: from content", 5)}
+
+
+def test_a_chatgpt_conversation_without_current_node_imports_its_newest_thread(
+    tmp_path: Path,
+) -> None:
+    """A conversation whose ``current_node`` is missing (or names no node: a converted or
+    trimmed export) imported nothing and said nothing (``turns`` 0). It now imports the
+    thread ending at its newest leaf, as ChatGPT shows the newest branch."""
+    mapping: dict[str, Any] = {
+        "root": {"parent": None, "children": ["q"], "message": None},
+        "q": {"parent": "root", "children": ["old", "new"]},
+        "old": {"parent": "q", "children": []},
+        "new": {"parent": "q", "children": []},
+    }
+    for node, (role, text, at) in {
+        "q": ("user", "which city?", 100),
+        "old": ("assistant", "Lisbon (edited away)", 101),
+        "new": ("assistant", "Porto", 105),
+    }.items():
+        mapping[node]["message"] = {
+            "id": node,
+            "author": {"role": role},
+            "create_time": at,
+            "content": {"parts": [text]},
+        }
+    file = tmp_path / "conversations.json"
+    for current in ({}, {"current_node": "gone"}):
+        file.write_text(json.dumps([{"id": "c", "mapping": mapping, **current}]), "utf-8")
+        turns = [(t.role, t.text) for t in chatgpt_turns(json.loads(file.read_text("utf-8")))]
+        assert turns == [("user", "which city?"), ("assistant", "Porto")]
+    summary = run_import(str(tmp_path / "memory.db"), file).json()
+    assert (summary["turns"], summary["stored"]) == (2, 2)
+
+
+def test_chatgpt_voice_turns_keep_their_transcripts(tmp_path: Path) -> None:
+    """ChatGPT's voice mode stores a turn's words as ``audio_transcription`` parts (beside an
+    ``audio_asset_pointer``), not as strings: such turns were counted ``empty`` and never
+    stored. Their transcripts are the turn's text now."""
+
+    def voice(text: str, direction: str) -> list[dict[str, Any]]:
+        return [
+            {"content_type": "audio_transcription", "text": text, "direction": direction},
+            {"content_type": "audio_asset_pointer", "asset_pointer": "file-service://x"},
+        ]
+
+    mapping: dict[str, Any] = {}
+    parent = None
+    for node, role, parts in (
+        ("a", "user", voice("I moved to Porto last week.", "in")),
+        ("b", "assistant", voice("Congratulations on the move!", "out")),
+        ("c", "user", [{"content_type": "image_asset_pointer"}, "What is in this photo?"]),
+        # an image between two strings adds no line: the text stays what it was before
+        ("d", "user", ["first", {"content_type": "image_asset_pointer"}, "second"]),
+    ):
+        mapping[node] = {
+            "parent": parent,
+            "children": [],
+            "message": {
+                "id": node,
+                "author": {"role": role},
+                "create_time": 1700000000,
+                "content": {"content_type": "multimodal_text", "parts": parts},
+            },
+        }
+        parent = node
+    conversation = {"id": "v", "current_node": "d", "mapping": mapping}
+    assert [(t.role, t.text) for t in chatgpt_turns([conversation])] == [
+        ("user", "I moved to Porto last week."),
+        ("assistant", "Congratulations on the move!"),
+        ("user", "What is in this photo?"),
+        ("user", "first\nsecond"),
+    ]
+    file = tmp_path / "conversations.json"
+    file.write_text(json.dumps([conversation]), encoding="utf-8")
+    summary = run_import(str(tmp_path / "memory.db"), file).json()
+    assert (summary["stored"], summary["empty"]) == (4, 0)

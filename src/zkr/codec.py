@@ -94,6 +94,15 @@ def has_lone_surrogate(text: str) -> bool:
     return False
 
 
+def escape_surrogates(text: str) -> str:
+    """``text`` with each lone surrogate (U+D800..U+DFFF) written as its ``\\uXXXX`` escape, so
+    it can be stored and printed as UTF-8; ``text`` itself when it has none. For text zkr builds
+    from a file it does not refuse whole (``zkr import``'s keys and messages)."""
+    if not has_lone_surrogate(text):
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def require_utf8(text: str, name: str) -> None:
     """Raise ``RequestError('<name> must be UTF-8 text')`` for a command-line value whose bytes
     were not UTF-8 (Python decodes argv with ``surrogateescape``): every request made with it

@@ -2,7 +2,8 @@
 
     zkr import --db PATH --tenant T --person P [--format auto|chatgpt|claude|jsonl] FILE
 
-FILE ``-`` reads standard input.
+FILE ``-`` reads standard input. The export's ZIP archive, as ChatGPT and Claude hand it out,
+may be given as it is: its one ``conversations.json`` is read; a gzip file is decompressed.
 
 Every turn becomes one ``remember`` (kind ``conversation``, text ``ROLE: TEXT``) with an
 ingestion key derived from the export's own ids (see Keys), and ``captured_at = recorded_at`` =
@@ -12,9 +13,10 @@ turn whose memory was deleted since is skipped and counted (``deleted``), never 
 bad turn (in JSONL, a bad line) fails alone (``failed``, with the first ten messages, in file
 order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL, its
 ``line``). On a terminal a progress bar (tqdm) runs on stderr. The summary is one JSON
-object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, or a file
-without the shape of the chosen format is one ``{"error"}`` line on stderr and exit status 1,
-as for any CLI call, and nothing is stored.
+object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, a device
+(``/dev/zero``; a terminal on ``-`` is read), or a file without the shape of the chosen format
+is one ``{"error"}`` line on stderr and exit status 1, as for any CLI call, and nothing is
+stored (a file too large for memory: ``out of memory: FILE is too large ...``).
 
 Times: a message's own time is used when it has one (``0`` included); a message without one
 (missing or ``null``) takes its conversation's (chat exports only); a turn with neither is
@@ -61,6 +63,9 @@ Keys (FMT is chatgpt, claude or jsonl; CONV the conversation's id, ID the messag
   conversation, role, text and time (and, for the second and later of identical lines, its
   count: each line is a turn).
 
+A lone surrogate in an id (``\\ud83d``: a string cut inside a surrogate pair) is written in the
+key as that escape, so the turn is stored and replays; in a turn's text it fails that turn alone.
+
 Imports before these keys gave the turns of the second and third cases ``FMT:CONV:ID``
 (``FMT:CONV:`` without an id), shared by distinct turns. Such a turn is sent under that old key
 when the database holds its very text and time there and no other turn of the file owns it,
@@ -78,9 +83,17 @@ from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, TextIO
 
-from zkr.codec import I64_MAX, I64_MIN, cli_dumps, parse_json, require_utf8
+from zkr.codec import (
+    I64_MAX,
+    I64_MIN,
+    cli_dumps,
+    escape_surrogates,
+    parse_json,
+    require_utf8,
+)
 from zkr.dbpath import refuse_throwaway
 from zkr.errors import RequestError, ZkrError
+from zkr.importfile import display_name, read_text
 from zkr.importkeys import Unnamed, choose_keys, digest, id_key
 from zkr.output import respond
 
@@ -119,7 +132,10 @@ def _iso_seconds(value: str) -> int | None:
     the same file must give the same times (and ingestion payloads) wherever it is imported.
     """
     try:
-        at = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        text = value.strip()
+        if text[-1:] in ("Z", "z"):  # UTC (RFC 3339 allows either case)
+            text = text[:-1] + "+00:00"
+        at = datetime.fromisoformat(text)
         if at.tzinfo is None:
             at = at.replace(tzinfo=UTC)
         return int(at.timestamp())
@@ -237,16 +253,17 @@ def _thread(mapping: dict[str, Any], current: Any) -> list[dict[str, Any]]:
     return thread
 
 
-def _part_text(part: Any) -> str:
+def _part_text(part: Any) -> str | None:
     """The text of one ChatGPT content part: a string, or the transcript of a voice message (an
     object with ``content_type`` ``audio_transcription`` and a ``text``, as voice mode writes
-    it: such turns used to count ``empty``); other parts (images, audio) have none."""
+    it: such turns used to count ``empty``); ``None`` for other parts (images, audio), which add
+    no line, so a turn's text is what earlier releases stored (and a re-import replays it)."""
     if isinstance(part, str):
         return part
     if isinstance(part, dict) and part.get("content_type") == "audio_transcription":
         text = part.get("text")
-        return text if isinstance(text, str) else ""
-    return ""
+        return text if isinstance(text, str) else None
+    return None
 
 
 def chatgpt_turns(data: Any) -> Iterator[Turn]:
@@ -270,7 +287,7 @@ def chatgpt_turns(data: Any) -> Iterator[Turn]:
             parts = content.get("parts") if isinstance(content, dict) else None
             if not isinstance(parts, list):
                 continue
-            text = "\n".join(_part_text(p) for p in parts).strip()
+            text = "\n".join(s for p in parts if (s := _part_text(p)) is not None).strip()
             yield _chat_turn(
                 "chatgpt",
                 conv,
@@ -380,7 +397,7 @@ def _jsonl_turn(number: int, line: str, repeats: dict[str, int]) -> Turn:
         raise ValueError(f"not valid JSON: {exc.message}") from None
     if not isinstance(item, dict):
         raise ValueError("expected a JSON object")
-    field = "text" if "text" in item else "content"
+    field = "text" if item.get("text") is not None else "content"
     text = item.get(field)
     if text is None:
         raise ValueError("missing field `text`")
@@ -455,24 +472,6 @@ def detect_text(text: str) -> str:
     raise RequestError("cannot tell the file's format; pass --format chatgpt, claude or jsonl")
 
 
-def read_text(file: str) -> str:
-    """The whole of ``file`` (``-``: standard input) as text; ``RequestError`` when it cannot be
-    read or is not UTF-8 (a leading byte order mark is dropped)."""
-    name = "standard input" if file == "-" else file
-    try:
-        if file == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(file, "rb") as handle:
-                raw = handle.read()
-    except OSError as exc:
-        raise RequestError(f"cannot read {name}: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8").removeprefix("\ufeff")
-    except UnicodeDecodeError as exc:
-        raise RequestError(f"{name} is not UTF-8 text (bad byte at offset {exc.start})") from None
-
-
 def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
     """The format (``auto`` resolved) and every turn of ``file``, in file order.
 
@@ -526,14 +525,18 @@ def import_turns(
             requests[index] = RememberRequest(
                 tenant_id, person_id, SourceKind.CONVERSATION, text, turn.at, turn.at, turn.key
             )
-    keys = choose_keys(db, requests, {i: (turns[i].key, turns[i].alias) for i in requests})
+    # an id cut inside a surrogate pair (a JavaScript exporter) still gives a storable, stable
+    # key: the surrogate as its \uXXXX escape (no release stored such a key: no alias needed)
+    named = {i: (escape_surrogates(turns[i].key), turns[i].alias) for i in requests}
+    keys = choose_keys(db, requests, named)
     batch: list[tuple[int, RememberRequest]] = []
 
     def fail(index: int, message: str, key: str) -> None:
         counts["failed"] += 1
-        error: dict[str, Any] = {"error": message}
-        if key:  # a lone surrogate (an id "\ud800") as its escape: the summary is UTF-8
-            error["key"] = key.encode("utf-8", "backslashreplace").decode("utf-8")
+        # a lone surrogate from the file (a time, an id) must not make the summary unprintable
+        error: dict[str, Any] = {"error": escape_surrogates(message)}
+        if key:
+            error["key"] = escape_surrogates(key)
         line = turns[index].line
         if line is not None:
             error["line"] = line
@@ -604,6 +607,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
     from zkr.memory import MemoryDb
     from zkr.text import require_scope
 
+    file = ""
     try:
         path, tenant, person, fmt, file = _parse_args(argv)
         refuse_throwaway(path)
@@ -626,6 +630,13 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
                     bar.close()
     except ZkrError as exc:
         err.write(cli_dumps({"error": exc.message}) + "\n")
+        return 1
+    except MemoryError:  # a file (or pipe) larger than memory: say so, not `internal error`
+        message = (
+            f"out of memory: {display_name(file)} is too large to import at once"
+            " (split it; turns already stored stay, and a second import replays them)"
+        )
+        err.write(cli_dumps({"error": message}) + "\n")
         return 1
     # the turns are stored: a stdout that fails is reported as such (zkr.output), and importing
     # the file again replays them
