@@ -31,7 +31,12 @@ reasons, docs/retrieval-experiments.md the measurements.
    lifts the matched source documents written just before and after it in the same scope
    (:data:`NEIGHBOURS` on each side within :data:`SPAN` rows) by :data:`LIFT` × its own score
    (without its label boost).
-7. **Order**: lifted score descending, then newest first, then sources before claims and id;
+7. **Recency.** Among the eligible matches of each kind (sources, claims), a match's lifted
+   score is raised by up to :data:`RECENCY` (20 %) by its place in write order: × (1 +
+   RECENCY · i / (n - 1)) for the i-th oldest of n. A later turn on the same topic (a changed
+   plan, a moved meeting) then outranks an earlier one that matches about as well, while a
+   clearly better older match keeps its place.
+8. **Order**: final score descending, then newest first, then sources before claims and id;
    de-duplicated into targets; at most ``cut``. Each target carries its relevance
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
@@ -80,6 +85,8 @@ LIFT = 0.5
 COMMON_MIN_DOCS = 16
 COMMON_SHARE = 0.9
 LABEL_BOOST = 1.5
+RECENCY = 0.2
+RECENCY_STEPS = 10
 MEMORY_AFTER = 2
 
 CACHE_DOCS = 50_000
@@ -628,8 +635,9 @@ class _Lane:
                 final[rowid] = scores[rowid] + LIFT * by
         for rowid in self.labelled.intersection(final):
             final[rowid] = final[rowid] * LABEL_BOOST
-        # by lifted score, then newest first, then sources before claims (module docstring,
-        # step 7): ``key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True`` as three
+        _prefer_recent(final)
+        # by final score, then newest first, then sources before claims (module docstring,
+        # step 8): ``key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True`` as three
         # stable sorts on plain keys; ties in score are broken further by :meth:`best`
         # (points), only where the answer depends on it
         eligible.sort()
@@ -642,8 +650,8 @@ class _Lane:
         :meth:`scored` returns them), each with the best relevance of the documents that stand
         for it, in rank order.
 
-        The rank order: lifted score descending; documents of equal lifted score (equal bm25
-        on the informative terms) go to the one matching more of the query, common words
+        The rank order: final score (lifted, boosted, step 7's recency) descending; documents
+        of equal final score go to the one matching more of the query, common words
         included (:meth:`points`), then to the newest, then sources before claims. That is
         ``sorted(order, key=lambda r: (-final[r], -points(r) if tied else 0, -(r % CLAIM_BASE),
         r))``; a tied group's points are computed only when the group still decides which
@@ -693,6 +701,21 @@ class _Lane:
                     if got > best[target]:
                         best[target] = got
         return best
+
+
+def _prefer_recent(final: dict[int, float]) -> None:
+    """Raise each score of ``final`` (eligible document → score) by its place in write order
+    among the documents of its kind (module docstring, step 7): the i-th oldest of n scores
+    × (1 + RECENCY · i / (n - 1)); the oldest (and a lone one) keep their score exactly."""
+    sources = sorted(rowid for rowid in final if rowid < CLAIM_BASE)
+    claims = sorted(rowid for rowid in final if rowid >= CLAIM_BASE)
+    for rows in (sources, claims):
+        n = len(rows)
+        for i in range(n):
+            step = RECENCY_STEPS * i // n  # (0 for the oldest tenth, up to RECENCY_STEPS - 1)
+            if step:
+                rowid = rows[i]
+                final[rowid] = final[rowid] * (1 + RECENCY * step / (RECENCY_STEPS - 1))
 
 
 def _best_first(scores: dict[int, float]) -> list[int]:
