@@ -307,14 +307,17 @@ def _at(day: int, time: str) -> int:
     return START + day * 86400 + int(hours) * 3600 + int(minutes) * 60
 
 
-def build(db: MemoryDb, scenario: Scenario, style: str) -> dict[str, str]:
-    """Store the scenario's turns in ``style``; returns source id -> mark (``now``/``old``)."""
+def build(
+    db: MemoryDb, scenario: Scenario, style: str, tenant: str = TENANT, person: str = PERSON
+) -> dict[str, str]:
+    """Store the scenario's turns in ``style`` in the scope (``tenant``, ``person``); returns
+    source id -> mark (``now``/``old``)."""
     marks: dict[str, str] = {}
 
     def store(text: str, at: int, mark: str) -> None:
         request = RememberRequest(
-            tenant_id=TENANT,
-            person_id=PERSON,
+            tenant_id=tenant,
+            person_id=person,
             kind=SourceKind.CONVERSATION,
             text=text,
             captured_at=at,
