@@ -19,6 +19,7 @@ import pytest
 from tests.conftest import P, T, remember
 from zkr import MemoryDb
 from zkr.model import DeleteRequest, SearchRequest
+from zkr.store import lexical
 
 
 def _scenarios() -> ModuleType:
@@ -133,3 +134,23 @@ def test_a_revision_needs_both_the_word_and_the_topic(db: MemoryDb) -> None:
     remember(db, "User: for four people, 8pm, no table at Trattoria Sole", at=132)  # no word
     pack = db.search(SearchRequest(T, P, "where is the birthday dinner?", 10))
     assert [item.memory.id for item in pack.items] == [booked]
+
+
+def test_a_long_document_is_not_revised(db: MemoryDb, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A match of more than ``REVISION_MAX_TERMS`` distinct terms (a pasted article, not a
+    turn) gets no revision lookups; with the bound lifted, the same store finds one."""
+    words = " ".join(f"word{n}" for n in range(300))
+    article = remember(
+        db, f"Birthday dinner plan: Trattoria Sole, 8pm, table for four. {words}", at=100
+    ).source_id
+    for n in range(16):
+        remember(db, f"User: note {n} about the garden and the weather", at=110 + n)
+    remember(db, "User: Trattoria Sole for lunch at 8pm, a table for four", at=130)
+    later = remember(
+        db, "User: book Da Enzo instead of Trattoria Sole, 8pm, table for four", at=140
+    ).source_id
+    question = "where is the birthday dinner?"
+    assert [i.memory.id for i in db.search(SearchRequest(T, P, question, 10)).items] == [article]
+    monkeypatch.setattr(lexical, "REVISION_MAX_TERMS", 1000)
+    got = [i.memory.id for i in db.search(SearchRequest(T, P, question, 10)).items]
+    assert got == [later, article]

@@ -41,10 +41,11 @@ reasons, docs/retrieval-experiments.md the measurements.
    source matches when it holds one of the revision words
    (:data:`zkr.store.terms.REVISION_WORDS`: "instead", "switch", "cancel", …) and at least
    :data:`REVISION_TERMS` of that match's topic terms (its terms that another document holds
-   and at most :data:`REVISION_SHARE` of the scope's documents do). An eligible revision
-   ranks just above the match it revises (× (1 + :data:`REVISION_ABOVE`), when that is more
-   than its own score), matched by the query or not, and its relevance is at least that
-   match's: "Book Da Enzo instead" answers what "Book Trattoria Sole for the birthday
+   and at most :data:`REVISION_SHARE` of the scope's documents do; a match of more than
+   :data:`REVISION_MAX_TERMS` distinct terms is a document, not a turn, and has none). An
+   eligible revision ranks just above the match it revises (× (1 + :data:`REVISION_ABOVE`),
+   when that is more than its own score), matched by the query or not, and its relevance is
+   at least that match's: "Book Da Enzo instead" answers what "Book Trattoria Sole for the birthday
    dinner" answered.
 9. **Order**: final score descending, then newest first, then sources before claims and id;
    de-duplicated into targets; at most ``cut``. Each target carries its relevance
@@ -101,6 +102,7 @@ REVISED = 3
 REVISION_SHARE = 0.25
 REVISION_TERMS = 4
 REVISION_ABOVE = 1e-9
+REVISION_MAX_TERMS = 256
 MEMORY_AFTER = 2
 
 CACHE_DOCS = 50_000
@@ -671,6 +673,8 @@ class _Lane:
         found: dict[int, int] = {}  # revision -> the best-ranked document it revises
         for rowid in [rowid for rowid in order if rowid < CLAIM_BASE][:REVISED]:
             terms = sorted({t for t in self.docs[rowid][2].split() if not t.startswith(label)})
+            if len(terms) > REVISION_MAX_TERMS:  # (a pasted document: no lookups of its terms)
+                continue
             df = self.index.doc_freqs(terms)
             topic = [term for term in terms if 2 <= df.get(term, 0) <= limit]
             if len(topic) < REVISION_TERMS:
