@@ -104,8 +104,9 @@ def test_a_turn_by_the_person_asked_about_ranks_first(
     for i in range(4):
         remember(db, f"Caroline: weather chat {i}", at=i)
         remember(db, f"Melanie: garden chat {i}", at=10 + i)
-    hearsay = remember(db, "Caroline: Melanie painted a sunset", at=20).source_id
-    own = remember(db, "Melanie: I painted a sunset with my kids at the lake", at=30).source_id
+    # (the person's own turn is the older one: the label, not recency, puts it first)
+    own = remember(db, "Melanie: I painted a sunset with my kids at the lake", at=20).source_id
+    hearsay = remember(db, "Caroline: Melanie painted a sunset", at=30).source_id
     assert ids(db, "What did Melanie paint?")[:2] == [own, hearsay]
     monkeypatch.setattr(lexical, "LABEL_BOOST", 1.0)  # without it, the shorter turn wins
     assert ids(db, "What did Melanie paint?")[:2] == [hearsay, own]

@@ -31,7 +31,23 @@ reasons, docs/retrieval-experiments.md the measurements.
    lifts the matched source documents written just before and after it in the same scope
    (:data:`NEIGHBOURS` on each side within :data:`SPAN` rows) by :data:`LIFT` × its own score
    (without its label boost).
-7. **Order**: lifted score descending, then newest first, then sources before claims and id;
+7. **Recency.** Among the eligible matches of each kind (sources, claims), a match's lifted
+   score is raised by its place in write order, in :data:`RECENCY_STEPS` (10) steps of
+   tenths up to :data:`RECENCY` (20 %): the i-th oldest of n gets × (1 + RECENCY ·
+   ⌊10 · i / n⌋ / 9). A later turn on the same topic (a changed plan, a moved meeting) then
+   outranks an earlier one that matches about as well, while a clearly better older match
+   keeps its place; matches in the same tenth that tie still tie.
+8. **Revisions.** A later source document revises one of the :data:`REVISED` best eligible
+   source matches when it holds one of the revision words
+   (:data:`zkr.store.terms.REVISION_WORDS`: "instead", "switch", "cancel", …) and at least
+   :data:`REVISION_TERMS` of that match's topic terms (its terms that another document holds
+   and at most :data:`REVISION_SHARE` of the scope's documents do; a match of more than
+   :data:`REVISION_MAX_TERMS` distinct terms is a document, not a turn, and has none). An
+   eligible revision ranks just above the match it revises (× (1 + :data:`REVISION_ABOVE`),
+   when that is more than its own score), matched by the query or not, and its relevance is
+   at least that match's: "Book Da Enzo instead" answers what "Book Trattoria Sole for the birthday
+   dinner" answered.
+9. **Order**: final score descending, then newest first, then sources before claims and id;
    de-duplicated into targets; at most ``cut``. Each target carries its relevance
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
 
@@ -67,7 +83,7 @@ from zkr.store.eligibility import (
     stands_for,
 )
 from zkr.store.search_index import CLAIM_BASE, scope_tag
-from zkr.store.terms import label_terms, query_terms
+from zkr.store.terms import LABEL_MARK, label_terms, query_terms, revision_terms
 from zkr.typelite import Any, NamedTuple, Protocol
 
 WINDOW_ROWS = 1000
@@ -80,6 +96,13 @@ LIFT = 0.5
 COMMON_MIN_DOCS = 16
 COMMON_SHARE = 0.9
 LABEL_BOOST = 1.5
+RECENCY = 0.2
+RECENCY_STEPS = 10
+REVISED = 3
+REVISION_SHARE = 0.25
+REVISION_TERMS = 4
+REVISION_ABOVE = 1e-9
+REVISION_MAX_TERMS = 256
 MEMORY_AFTER = 2
 
 CACHE_DOCS = 50_000
@@ -445,6 +468,7 @@ class _Lane:
         self._points: dict[int, int] = {}
         self._shapes: dict[tuple[int, ...], int] = {}
         self._terms: list[str] = []
+        self.revises: dict[int, int] = {}  # a revision -> the document it revises (step 8)
 
     def points(self, rowid: int) -> int:
         """The relevance of one resolved document (:mod:`zkr.store.relevance`)."""
@@ -474,6 +498,9 @@ class _Lane:
                         self.plan.weights, counts, len(body), self.plan.avg_length
                     )
                     shapes[shape] = got
+                revised = self.revises.get(rowid)
+                if revised is not None:  # (step 8: at least the relevance of what it revises)
+                    got = max(got, self.points(revised))
                 known[rowid] = got
             out.append(got)
         return out
@@ -487,6 +514,9 @@ class _Lane:
         if counted is not None and rowids:
             points = counted(rowids, self.plan.weights, self.plan.avg_length)
             self._points.update(zip(rowids, points, strict=True))
+            for rowid, revised in self.revises.items():  # (step 8, as in points_of)
+                if rowid in self._points:
+                    self._points[rowid] = max(self._points[rowid], self.points(revised))
 
     def _query(self, sql: str, **params: object) -> list[tuple[Any, ...]]:
         return self.conn.execute(sql, {**self.params, **params}).fetchall()
@@ -565,7 +595,7 @@ class _Lane:
                     self.labelled.update(labelled)
             order = self._rank(found, cut)
             if exhausted or sum(len(self.targets[r]) for r in order) >= cut:
-                return order
+                return self.revise(order)
             ranges = next_ranges
             window *= 2  # few eligible documents: widen geometrically
 
@@ -628,22 +658,60 @@ class _Lane:
                 final[rowid] = scores[rowid] + LIFT * by
         for rowid in self.labelled.intersection(final):
             final[rowid] = final[rowid] * LABEL_BOOST
-        # by lifted score, then newest first, then sources before claims (module docstring,
-        # step 7): ``key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True`` as three
-        # stable sorts on plain keys; ties in score are broken further by :meth:`best`
-        # (points), only where the answer depends on it
-        eligible.sort()
-        eligible.sort(key=CLAIM_BASE.__rmod__, reverse=True)
-        eligible.sort(key=final.__getitem__, reverse=True)
-        return eligible
+        _prefer_recent(final)
+        return _ordered(eligible, final)
+
+    def revise(self, order: list[int]) -> list[int]:
+        """``order`` (:meth:`scored`'s) with the revisions of its :data:`REVISED` best source
+        documents placed just above them (module docstring, step 8); records each revision's
+        revised document in ``revises`` (for its relevance, :meth:`points_of`)."""
+        assert self.plan is not None
+        final = self.final
+        limit = REVISION_SHARE * self.plan.docs
+        cues = [self.tag + term for term in revision_terms()]
+        label = self.tag + LABEL_MARK
+        found: dict[int, int] = {}  # revision -> the best-ranked document it revises
+        for rowid in [rowid for rowid in order if rowid < CLAIM_BASE][:REVISED]:
+            terms = sorted({t for t in self.docs[rowid][2].split() if not t.startswith(label)})
+            if len(terms) > REVISION_MAX_TERMS:  # (a pasted document: no lookups of its terms)
+                continue
+            df = self.index.doc_freqs(terms)
+            topic = [term for term in terms if 2 <= df.get(term, 0) <= limit]
+            if len(topic) < REVISION_TERMS:
+                continue
+            later = self.index.labelled(cues, topic, rowid + 1, _SOURCE_END)
+            self.resolve(later)
+            for other in later:
+                doc = self.docs.get(other)
+                if doc is None or other in found:
+                    continue
+                held = set(doc[2].split())
+                if sum(term in held for term in topic) >= REVISION_TERMS:
+                    found[other] = rowid
+        if not found:
+            return order
+        self.check(list(found))
+        changed = False
+        for other, rowid in found.items():
+            if not self.targets[other]:
+                continue
+            above = final[rowid] * (1 + REVISION_ABOVE)
+            if other not in final:
+                order.append(other)
+            elif final[other] >= above:
+                continue
+            final[other] = above
+            self.revises[other] = rowid
+            changed = True
+        return _ordered(order, final) if changed else order
 
     def best(self, order: list[int], cut: int) -> dict[Target, int]:
         """At most ``cut`` distinct targets of the eligible documents ``order`` (as
         :meth:`scored` returns them), each with the best relevance of the documents that stand
         for it, in rank order.
 
-        The rank order: lifted score descending; documents of equal lifted score (equal bm25
-        on the informative terms) go to the one matching more of the query, common words
+        The rank order: final score (lifted, boosted, steps 7-8) descending; documents
+        of equal final score go to the one matching more of the query, common words
         included (:meth:`points`), then to the newest, then sources before claims. That is
         ``sorted(order, key=lambda r: (-final[r], -points(r) if tied else 0, -(r % CLAIM_BASE),
         r))``; a tied group's points are computed only when the group still decides which
@@ -693,6 +761,33 @@ class _Lane:
                     if got > best[target]:
                         best[target] = got
         return best
+
+
+def _prefer_recent(final: dict[int, float]) -> None:
+    """Raise each score of ``final`` (eligible document → score) by its place in write order
+    among the documents of its kind (module docstring, step 7): the i-th oldest of n scores
+    × (1 + RECENCY · s / (RECENCY_STEPS - 1)), s = ⌊RECENCY_STEPS · i / n⌋; those of the
+    oldest step (and a lone document) keep their score exactly."""
+    sources = sorted(rowid for rowid in final if rowid < CLAIM_BASE)
+    claims = sorted(rowid for rowid in final if rowid >= CLAIM_BASE)
+    for rows in (sources, claims):
+        n = len(rows)
+        for i in range(n):
+            step = RECENCY_STEPS * i // n
+            if step:
+                rowid = rows[i]
+                final[rowid] = final[rowid] * (1 + RECENCY * step / (RECENCY_STEPS - 1))
+
+
+def _ordered(eligible: list[int], final: dict[int, float]) -> list[int]:
+    """``eligible`` by final score, then newest first, then sources before claims (module
+    docstring, step 9): ``key=lambda r: (final[r], r % CLAIM_BASE, -r), reverse=True`` as
+    three stable sorts on plain keys; ties in score are broken further by
+    :meth:`_Lane.best` (points), only where the answer depends on it."""
+    eligible.sort()
+    eligible.sort(key=CLAIM_BASE.__rmod__, reverse=True)
+    eligible.sort(key=final.__getitem__, reverse=True)
+    return eligible
 
 
 def _best_first(scores: dict[int, float]) -> list[int]:

@@ -81,6 +81,13 @@ STOP_WORDS = frozenset(
     """.split()
 )
 
+# Words with which a turn says it replaces something said before ("Book Da Enzo instead",
+# "switch to Porto", "cancel the Wednesday slot"): the lexical lane's revision rule
+# (zkr.store.lexical, step 8) looks for them, as terms (:func:`revision_terms`). Only words
+# that rarely mean anything else: "change", "move", "actually" occur in most long
+# conversations for other reasons and cost LoCoMo's ranking when they counted.
+REVISION_WORDS = ("instead", "switch", "cancel", "postpone", "reschedule", "replace")
+
 MAX_QUERY_TERMS = 32
 MAX_DOCUMENT_TERMS = 32_768
 """At most this many index terms per document (:func:`index_terms`, module docstring item 5)."""
@@ -268,6 +275,12 @@ def _capped(counts: Counter[str], room: int) -> list[str]:
         else:
             high = k - 1
     return [term for term, c in counts.items() for _ in range(min(c, low))]
+
+
+@functools.cache
+def revision_terms() -> tuple[str, ...]:
+    """The terms of :data:`REVISION_WORDS` (their stems), computed once."""
+    return tuple(stem(word) for word in REVISION_WORDS)
 
 
 def label_terms(terms: list[str]) -> list[str]:
