@@ -668,7 +668,10 @@ class _Lane:
         assert self.plan is not None
         final = self.final
         limit = REVISION_SHARE * self.plan.docs
-        cues = [self.tag + term for term in revision_terms()]
+        cue_docs = self.index.doc_freqs([self.tag + term for term in revision_terms()])
+        cues = [term for term, docs in cue_docs.items() if docs]
+        if not cues:  # no document of the scope says "instead", "cancel", …: nothing revises
+            return order
         label = self.tag + LABEL_MARK
         found: dict[int, int] = {}  # revision -> the best-ranked document it revises
         for rowid in [rowid for rowid in order if rowid < CLAIM_BASE][:REVISED]:
