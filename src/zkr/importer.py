@@ -16,7 +16,8 @@ order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL
 object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, a device
 (``/dev/zero``; a terminal on ``-`` is read), or a file without the shape of the chosen format
 is one ``{"error"}`` line on stderr and exit status 1, as for any CLI call, and nothing is
-stored (a file too large for memory: ``out of memory: FILE is too large ...``).
+stored (a file too large for memory: ``out of memory: FILE is too large ...``). A missing
+directory of the database is created (``mkdir -p``, mode 0700) once FILE was read.
 
 Times: a message's own time is used when it has one (``0`` included); a message without one
 (missing or ``null``) takes its conversation's (chat exports only); a turn with neither is
@@ -91,7 +92,7 @@ from zkr.codec import (
     parse_json,
     require_utf8,
 )
-from zkr.dbpath import refuse_throwaway
+from zkr.dbpath import prepare_own, refuse_throwaway
 from zkr.errors import RequestError, ZkrError
 from zkr.importfile import display_name, read_text
 from zkr.importkeys import Unnamed, choose_keys, digest, id_key
@@ -615,6 +616,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
         require_utf8(tenant, "--tenant")
         require_utf8(person, "--person")
         fmt, turns = read_turns(file, fmt)
+        prepare_own(path)  # its directory is made only once the file was read
         with MemoryDb.open(path) as db:
             bar = None
             if err.isatty():
