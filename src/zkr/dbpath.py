@@ -51,7 +51,7 @@ def prepare_own(path: str) -> None:
     refuse_throwaway(path)
     if path.startswith(("postgresql://", "postgres://")):
         return
-    modes = _uri_modes(path)
+    modes = uri_modes(path)
     if any(mode != "rwc" for mode in modes):
         return
     import os
@@ -87,10 +87,10 @@ def _throwaway_uri(path: str) -> bool:
     ``mode=memory`` (https://sqlite.org/uri.html)."""
     if not path.startswith("file:"):
         return False
-    return uri_file_name(path) in THROWAWAY_PATHS or "memory" in _uri_modes(path)
+    return uri_file_name(path) in THROWAWAY_PATHS or "memory" in uri_modes(path)
 
 
-def _uri_modes(path: str) -> list[str]:
+def uri_modes(path: str) -> list[str]:
     """The ``mode`` values of a SQLite ``file:`` URI's query, in order; ``[]`` for a path."""
     if not path.startswith("file:"):
         return []
