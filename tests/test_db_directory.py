@@ -97,3 +97,23 @@ def test_one_shot_commands_keep_the_reference_error(tmp_path: Path) -> None:
     message = cli(str(path), "remember", {**REQUEST, "captured_at": 5, "recorded_at": 5}).error()
     assert message == f"unable to open database file: {path}"
     assert not path.parent.exists()
+
+
+def test_an_unexpanded_tilde_is_no_directory_to_make(tmp_path: Path) -> None:
+    """A host's JSON config passes ``~/.zkr/memory.db`` as it is (no shell): a directory
+    literally named ``~`` in the working directory is never what was meant."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "zkr", "serve", "--db", "~/.zkr-test-nowhere/memory.db"],
+        input=b"",
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    home = Path("~/.zkr-test-nowhere/memory.db").expanduser()
+    assert proc.returncode == 1
+    assert json.loads(proc.stderr) == {
+        "error": "cannot open ~/.zkr-test-nowhere/memory.db: its directory ~/.zkr-test-nowhere"
+        f" does not exist and ~ is not expanded here (no shell read it); give the full path: {home}"
+    }
+    assert list(tmp_path.iterdir()) == [] and not home.parent.exists()

@@ -44,9 +44,11 @@ def prepare_own(path: str) -> None:
     one-shot CLI commands keep the reference's ``unable to open database file: PATH``.
 
     Nothing is created for a ``postgresql://`` URL, nor for a ``file:`` URI whose ``mode`` is
-    not ``rwc`` (it may not create the file either). Raises ``RequestError`` (``cannot open
-    PATH: cannot create its directory DIR (REASON)``) when the directory cannot be made (a
-    file in the way, no permission).
+    not ``rwc`` (it may not create the file either), nor for a directory starting with ``~``
+    (a host's JSON configuration passes ``~/.zkr/memory.db`` unexpanded: a directory named
+    ``~`` in the working directory is never what was meant; the error gives the full path).
+    Raises ``RequestError`` (``cannot open PATH: cannot create its directory DIR (REASON)``)
+    when the directory cannot be made (a file in the way, no permission).
     """
     refuse_throwaway(path)
     if path.startswith(("postgresql://", "postgres://")):
@@ -59,6 +61,11 @@ def prepare_own(path: str) -> None:
     directory = os.path.dirname(uri_file_name(path))
     if not directory or os.path.isdir(directory):
         return
+    if directory.startswith("~"):  # from a JSON config: no shell expanded it
+        raise RequestError(
+            f"cannot open {path}: its directory {directory} does not exist and ~ is not"
+            f" expanded here (no shell read it); give the full path: {os.path.expanduser(path)}"
+        )
     try:
         os.makedirs(directory, mode=0o700, exist_ok=True)
     except (OSError, ValueError) as exc:
