@@ -267,7 +267,7 @@ def test_import_errors_are_envelopes(tmp_path: Path) -> None:
     blank = ["import", "--db", db_path, "--tenant", " ", "--person", P, str(odd)]
     assert cli(None, argv=blank).error() == "tenant_id must not be empty"
     fmt = run_import(db_path, odd, "--format", "csv").error()
-    assert fmt == "--format must be one of auto, chatgpt, claude, jsonl"
+    assert fmt == "--format must be one of auto, chatgpt, claude, openai, jsonl"
 
 
 def test_progress_bar_on_a_terminal_only(tmp_path: Path) -> None:
@@ -589,7 +589,8 @@ def test_a_chat_export_with_an_overlong_number_is_one_error(tmp_path: Path) -> N
     assert not Path(db_path).exists()
     file.write_text("[" + "9" * 5000 + ']\n{"text": "a"}\n', encoding="utf-8")  # auto-detection
     message = run_import(db_path, file).error()
-    assert message == "cannot tell the file's format; pass --format chatgpt, claude or jsonl"
+    expected = "cannot tell the file's format; pass --format chatgpt, claude, openai or jsonl"
+    assert message == expected
     assert not Path(db_path).exists()
 
 

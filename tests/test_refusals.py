@@ -244,7 +244,12 @@ def test_a_path_that_is_not_utf8_is_echoed_not_an_internal_error(tmp_path: Path)
     shown = missing.replace("\udcfe", "\ufffd")
     message = cli(missing, "reviews", {"tenant_id": "t1", "person_id": "p1"}).error()
     assert message == f"unable to open database file: {shown}"
-    assert cli(None, argv=["serve", "--db", missing]).error() == message
+    blocker = tmp_path / "nowhere"  # serve would create the missing directory
+    blocker.write_text("")
+    assert cli(None, argv=["serve", "--db", missing]).error() == (
+        f"cannot open {shown}: cannot create its directory {blocker} (File exists)"
+    )
+    blocker.unlink()
     argv = ["import", "--db", missing, "--tenant", "t", "--person", "p", missing]
     assert cli(None, argv=argv).error() == f"cannot read {shown}: No such file or directory"
     with pytest.raises(StorageError) as raised:

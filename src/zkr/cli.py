@@ -177,8 +177,8 @@ def help_text() -> str:
         lines.extend(f"{'':{indent}}{more}" for more in wrapped[1:])
     lines += [
         "",
-        "Import chat history (a ChatGPT or Claude export, JSONL; zkr import --help):",
-        "  zkr import --db PATH --tenant T --person P [--format F] FILE",
+        "Import chat history (ChatGPT, Claude, OpenAI, JSONL; zkr import --help):",
+        "  zkr import --db PATH --tenant T --person P [--format F] [--time WHEN] FILE",
     ]
     lines += ["", "Servers (one process answers many requests; NAME --help for options):"]
     lines += [f"  {f'zkr {name} --db PATH':<21}{purpose}" for name, (_, purpose) in SERVERS.items()]

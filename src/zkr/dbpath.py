@@ -1,7 +1,7 @@
 """What a ``--db`` value may name (spec/cli.md §2), one rule for every entry point that opens a
 database from the command line: the CLI, ``zkr serve``, ``zkr mcp`` and ``zkr import``; and the
 quoted form of a command-line value in error messages (``format!("{:?}")``, as the reference
-prints it).
+prints it); and the directory rule of zkr's own commands (:func:`prepare_own`).
 
 Kept free of zkr imports so that each entry point can ask it without importing another.
 """
@@ -32,6 +32,49 @@ def refuse_throwaway(path: str) -> None:
         )
 
 
+def prepare_own(path: str) -> None:
+    """The ``--db`` rule of zkr's own commands (``zkr serve``, ``zkr mcp``, ``zkr import``):
+    :func:`refuse_throwaway`, then create the file's missing directory (``mkdir -p``; the last
+    level private to the user, mode 0700), as SQLite creates the missing file itself.
+
+    These commands are configured once and started by a host (Claude Desktop runs ``zkr mcp
+    --db ~/.zkr/memory.db``) where a ``unable to open database file`` on stderr goes unseen;
+    agent-memory tools create their data directory (mem0's ``~/.mem0``), and a typo in a
+    directory name is no worse than one in the file name, which already makes a new file. The
+    one-shot CLI commands keep the reference's ``unable to open database file: PATH``.
+
+    Nothing is created for a ``postgresql://`` URL, nor for a ``file:`` URI whose ``mode`` is
+    not ``rwc`` (it may not create the file either), nor for a directory starting with ``~``
+    (a host's JSON configuration passes ``~/.zkr/memory.db`` unexpanded: a directory named
+    ``~`` in the working directory is never what was meant; the error gives the full path).
+    Raises ``RequestError`` (``cannot open PATH: cannot create its directory DIR (REASON)``)
+    when the directory cannot be made (a file in the way, no permission).
+    """
+    refuse_throwaway(path)
+    if path.startswith(("postgresql://", "postgres://")):
+        return
+    modes = uri_modes(path)
+    if any(mode != "rwc" for mode in modes):
+        return
+    import os
+
+    directory = os.path.dirname(uri_file_name(path))
+    if not directory or os.path.isdir(directory):
+        return
+    if directory.startswith("~"):  # from a JSON config: no shell expanded it
+        raise RequestError(
+            f"cannot open {path}: its directory {directory} does not exist and ~ is not"
+            f" expanded here (no shell read it); give the full path: {os.path.expanduser(path)}"
+        )
+    try:
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise RequestError(
+            f"cannot open {path}: cannot create its directory {directory} ({reason})"
+        ) from None
+
+
 def uri_file_name(path: str) -> str:
     """The file name a SQLite ``file:`` URI opens (percent-decoded, without its authority,
     query and fragment); ``path`` itself when it is not such a URI."""
@@ -51,11 +94,17 @@ def _throwaway_uri(path: str) -> bool:
     ``mode=memory`` (https://sqlite.org/uri.html)."""
     if not path.startswith("file:"):
         return False
+    return uri_file_name(path) in THROWAWAY_PATHS or "memory" in uri_modes(path)
+
+
+def uri_modes(path: str) -> list[str]:
+    """The ``mode`` values of a SQLite ``file:`` URI's query, in order; ``[]`` for a path."""
+    if not path.startswith("file:"):
+        return []
     from urllib.parse import parse_qsl
 
     query = path[5:].partition("#")[0].partition("?")[2]
-    modes = [value for key, value in parse_qsl(query, keep_blank_values=True) if key == "mode"]
-    return uri_file_name(path) in THROWAWAY_PATHS or "memory" in modes
+    return [value for key, value in parse_qsl(query, keep_blank_values=True) if key == "mode"]
 
 
 def rust_debug(name: str) -> str:

@@ -1,6 +1,8 @@
-"""``zkr import``: bring chat history in (a ChatGPT or Claude export, or a JSONL of turns).
+"""``zkr import``: bring chat history in (a ChatGPT or Claude export, OpenAI-style chat
+messages, or a JSONL of turns).
 
-    zkr import --db PATH --tenant T --person P [--format auto|chatgpt|claude|jsonl] FILE
+    zkr import --db PATH --tenant T --person P [--format auto|chatgpt|claude|openai|jsonl]
+               [--time WHEN] FILE
 
 FILE ``-`` reads standard input. The export's ZIP archive, as ChatGPT and Claude hand it out,
 may be given as it is: its one ``conversations.json`` is read; a gzip file is decompressed.
@@ -16,17 +18,25 @@ order, in ``errors``, each with the turn's ``key`` when it has one and, in JSONL
 object on stdout; a bad command line, a missing, unreadable or non-UTF-8 file, a device
 (``/dev/zero``; a terminal on ``-`` is read), or a file without the shape of the chosen format
 is one ``{"error"}`` line on stderr and exit status 1, as for any CLI call, and nothing is
-stored (a file too large for memory: ``out of memory: FILE is too large ...``).
+stored (a file too large for memory: ``out of memory: FILE is too large ...``). A missing
+directory of the database is created (``mkdir -p``, mode 0700) once FILE was read.
 
 Times: a message's own time is used when it has one (``0`` included); a message without one
 (missing or ``null``) takes its conversation's (chat exports only); a turn with neither is
-skipped and counted ``undated``. A time that is there but unreadable (``"soon"``, ``""``,
-``true``, ``Infinity``, past 64 bits) fails that turn alone, never falls back; in a chat export
-an unreadable conversation time fails only the messages without a time of their own.
+skipped and counted ``undated``, unless ``--time WHEN`` is given (whole Unix seconds or ISO 8601,
+UTC without an offset): then it is stored at WHEN. A file none of whose turns has a time is
+refused without ``--time`` (``no turn of FILE has a time: pass --time WHEN ...``; OpenAI-style
+messages usually carry none). WHEN is no part of any key: pass the same WHEN on a re-import
+(another one fails those turns as conflicts). The file's modification time is never used (a copy
+changes it, and a re-import must send the same time). A time that is there but unreadable
+(``"soon"``, ``""``, ``true``, ``Infinity``, past 64 bits) fails that turn alone, never falls
+back; in a chat export an unreadable conversation time fails only the messages without a time
+of their own.
 
 Formats (``auto``, the default, looks at the file: a JSON array with ``mapping`` is chatgpt, with
-``chat_messages`` claude, anything not starting with ``[`` (or whose first line is a whole JSON
-value with more lines after it) jsonl):
+``chat_messages`` claude, with ``role`` openai; an object whose first line (or whole text) holds
+``messages`` and no ``text``/``content`` openai; anything else not starting with ``[`` (or whose
+first line is a whole JSON value with more lines after it) jsonl):
 
 * ``chatgpt`` — ``conversations.json`` of a ChatGPT data export: a list of conversations with a
   ``mapping`` of message nodes; the thread ending at ``current_node`` is imported (edited-away
@@ -36,6 +46,13 @@ value with more lines after it) jsonl):
 * ``claude`` — ``conversations.json`` of a Claude export: a list of conversations with
   ``chat_messages`` (``sender`` human/assistant, ``text`` or text ``content`` blocks, ISO 8601
   ``created_at``, fractions of a second truncated).
+* ``openai`` — OpenAI-style chat messages: a JSON array of ``{"role", "content"}`` objects, an
+  object with ``messages`` (optional ``id``/``conversation_id``), an array of such objects, or
+  one per line (a fine-tuning file; a line that is no such object fails alone). User and
+  assistant messages only (system, developer, tool and function messages are left out);
+  ``content`` a string or a list of ``text``/``input_text``/``output_text`` parts (joined by
+  newlines; images and other parts add no line), ``null`` empty; optional ``id`` and a time as
+  ``created_at``/``timestamp`` on the message or its conversation (Unix seconds or ISO 8601).
 * ``jsonl`` — one JSON object per line: ``text`` (or ``content``, a string), optional ``role``
   (a string), ``conversation_id``, ``id``, and a time as ``created_at``/``timestamp`` (whole
   Unix seconds or an ISO 8601 string, UTC when it has no offset; ``1.7`` fails that line). A
@@ -46,9 +63,10 @@ A chatgpt or claude file must be a JSON array of conversations (or one conversat
 least one has the format's ``mapping`` / ``chat_messages``; otherwise (say ``--format claude`` on
 a ChatGPT export) the import is refused, naming the format expected.
 
-Keys (FMT is chatgpt, claude or jsonl; CONV the conversation's id, ID the message's: ChatGPT's
-``conversation_id``/``id`` and message ``id``, Claude's ``uuid``s, JSONL's
-``conversation_id``/``id``; a ``null`` or missing one is none, as is ``""`` in a chat export):
+Keys (FMT is chatgpt, claude, openai or jsonl; CONV the conversation's id, ID the message's:
+ChatGPT's ``conversation_id``/``id`` and message ``id``, Claude's ``uuid``s, OpenAI-style and
+JSONL's ``conversation_id``/``id``; a ``null`` or missing one is none, as is ``""`` in a chat
+export):
 
 * ``FMT:CONV:ID`` when CONV is none or a string without ``:`` and ID is a string (no CONV:
   ``FMT::ID``) — the common case, and the key of every release;
@@ -58,7 +76,8 @@ Keys (FMT is chatgpt, claude or jsonl; CONV the conversation's id, ID the messag
   ``jsonl::x``;
 * a chat message without an id: ``FMT[CONV,null,DIGEST,N]``, DIGEST of its role, text and time,
   N the number of such messages of the conversation with the same DIGEST before it (two
-  identical messages are two turns);
+  identical messages are two turns; openai: of every conversation without an id, counted
+  together, CONV ``null``);
 * a JSONL line without an ``id``: ``jsonl:`` + 32 hex digits of the SHA-256 of its
   conversation, role, text and time (and, for the second and later of identical lines, its
   count: each line is a turn).
@@ -91,19 +110,19 @@ from zkr.codec import (
     parse_json,
     require_utf8,
 )
-from zkr.dbpath import refuse_throwaway
+from zkr.dbpath import prepare_own, refuse_throwaway
 from zkr.errors import RequestError, ZkrError
 from zkr.importfile import display_name, read_text
-from zkr.importkeys import Unnamed, choose_keys, digest, id_key
+from zkr.importkeys import Unnamed, canonical, choose_keys, digest, id_key
 from zkr.output import respond
 
 if TYPE_CHECKING:
     from zkr.model import RememberRequest
 
-FORMATS = ("auto", "chatgpt", "claude", "jsonl")
+FORMATS = ("auto", "chatgpt", "claude", "openai", "jsonl")
 BATCH = 500
 MAX_REPORTED_ERRORS = 10
-USAGE = "usage: zkr import --db PATH --tenant T --person P [--format FORMAT] FILE"
+USAGE = "usage: zkr import --db PATH --tenant T --person P [--format FORMAT] [--time WHEN] FILE"
 
 
 class Turn(NamedTuple):
@@ -425,6 +444,148 @@ def _jsonl_turn(number: int, line: str, repeats: dict[str, int]) -> Turn:
     return Turn(key, role, text.strip(), at, number, alias=alias)
 
 
+OPENAI_ROLES = ("user", "assistant")
+"""The OpenAI message roles imported (``system``, ``developer``, ``tool`` and ``function``
+messages are instructions and tool traffic, not the person's conversation)."""
+
+OPENAI_PARTS = ("text", "input_text", "output_text")
+"""Content part types whose ``text`` is a turn's text (Chat Completions' ``text``, the
+Responses API's ``input_text``/``output_text``); images, audio and refusals add no line."""
+
+OPENAI_SHAPE = (
+    "OpenAI-style chat messages: a JSON array of {role, content} objects, an object with"
+    " `messages`, an array of such objects or one per line"
+)
+
+
+def _openai_text(content: Any) -> str:
+    """The text of an OpenAI message's ``content``: a string, or the ``text`` of its text parts
+    (:data:`OPENAI_PARTS`; a bare string part too) joined by newlines; ``null`` is empty.
+    Raises ``ValueError`` for any other type (the turn fails alone)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content.strip()
+    if isinstance(content, list):
+        texts: list[str] = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") in OPENAI_PARTS:
+                text = part.get("text")
+                if isinstance(text, str):
+                    texts.append(text)
+        return "\n".join(texts).strip()
+    raise ValueError("field `content` must be a string or a list of content parts")
+
+
+def _time_field(item: dict[str, Any]) -> str:
+    """Which of ``created_at``/``timestamp`` holds ``item``'s time (as in JSONL)."""
+    return "created_at" if item.get("created_at") is not None else "timestamp"
+
+
+def openai_conversation_turns(
+    conversation: dict[str, Any], unnamed: dict[Any, Unnamed], line: int | None = None
+) -> Iterator[Turn]:
+    """Turns of one OpenAI-style conversation (``{"messages": [...]}``, optional ``id`` or
+    ``conversation_id`` and time), user and assistant messages only, in order.
+
+    Keys: ``openai:CONV:ID`` for a message with an ``id`` (:func:`id_key`; no release had this
+    format, so no alias); without one, :class:`Unnamed`'s content-and-count key, one counter
+    per conversation id, shared by every conversation without one (``unnamed``), so two
+    id-less conversations opening with the same ``hi`` are two turns and appending
+    conversations or messages to the file keeps every earlier key. The key digests the
+    message's own time (or its conversation's), never ``--time``'s default.
+    """
+    conv = _id(conversation.get("conversation_id") or conversation.get("id"))
+    conv_time = _ChatTime.read(conversation, _time_field(conversation))
+    messages = conversation.get("messages")
+    keys = unnamed.setdefault(canonical(conv), Unnamed("openai", conv))
+    for message in messages if isinstance(messages, list) else []:
+        if not isinstance(message, dict) or message.get("role") not in OPENAI_ROLES:
+            continue
+        role = str(message["role"])
+        error: str | None = None
+        try:
+            text = _openai_text(message.get("content"))
+            at = conv_time.message_time(message, _time_field(message))
+        except ValueError as exc:
+            text, at, error = "", None, str(exc)
+        ident = _id(message.get("id"))
+        if ident is None:
+            key = keys.key(role, text, at)
+        else:
+            key = id_key("openai", conv, ident, f"openai:{conv or ''}:{ident}")[0]
+        yield Turn(key, role, text, at, line, error)
+
+
+def _openai_conversations(data: Any) -> list[dict[str, Any]] | None:
+    """The conversations of a parsed OpenAI-style file, ``None`` when it has not that shape
+    (no message with a ``role`` anywhere; an empty array passes)."""
+    if isinstance(data, dict):
+        data = [data]
+    if not isinstance(data, list):
+        return None
+    if any(isinstance(c, dict) and isinstance(c.get("messages"), list) for c in data):
+        conversations = [
+            c for c in data if isinstance(c, dict) and isinstance(c.get("messages"), list)
+        ]
+    else:
+        conversations = [{"messages": data}]
+    if not data or any(
+        isinstance(m, dict) and "role" in m for c in conversations for m in c["messages"]
+    ):
+        return conversations
+    return None
+
+
+def openai_turns(text: str, name: str) -> list[Turn]:
+    """Every turn of an OpenAI-style file (see :data:`OPENAI_SHAPE`), in file order.
+
+    One object per line (a fine-tuning file: ``{"messages": [...]}`` per line) is read line by
+    line: a line that is no such object fails alone, with its number. Raises ``RequestError``
+    for a file without the shape (or whose every line fails)."""
+    unnamed: dict[Any, Unnamed] = {}
+    stripped = text.lstrip()
+    first, _, rest = stripped.partition("\n")
+    if stripped.startswith("{") and rest.strip() and _whole_json(first):
+        turns: list[Turn] = []
+        for number, line in enumerate(text.split("\n"), 1):
+            if not line.strip():
+                continue
+            try:
+                item = json.loads(line)
+            except (ValueError, RecursionError):
+                item = None
+            conversations = _openai_conversations(item) if isinstance(item, dict) else None
+            if conversations is None:
+                problem = "expected a JSON object with `messages`"
+                turns.append(Turn("", "", "", None, number, problem))
+                continue
+            turns.extend(openai_conversation_turns(conversations[0], unnamed, number))
+        if turns and all(t.error for t in turns):
+            raise RequestError(
+                f"not an openai file: expected {OPENAI_SHAPE}"
+                f" (line {turns[0].line}: {turns[0].error}; or pass the right --format)"
+            )
+        return turns
+    conversations = _openai_conversations(_load_json(text, name, OPENAI_SHAPE))
+    if conversations is None:
+        raise RequestError(
+            f"not an openai file: expected {OPENAI_SHAPE} (or pass the right --format)"
+        )
+    return [t for c in conversations for t in openai_conversation_turns(c, unnamed)]
+
+
+def _whole_json(text: str) -> bool:
+    """Whether ``text`` is one complete JSON value."""
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):  # (JSONDecodeError, or past the digit limit)
+        return False
+    return True
+
+
 def _conversations(data: Any) -> list[dict[str, Any]]:
     if isinstance(data, dict):  # a single conversation
         data = [data]
@@ -454,22 +615,32 @@ def _check_shape(fmt: str, data: Any) -> None:
 
 
 def detect_text(text: str) -> str:
-    """Guess the format of a file's text from its first 64 KiB (see the module doc)."""
+    """Guess the format of a file's text from its first 64 KiB (see the module doc); an object
+    split over several lines is parsed whole to see whether it holds ``messages``."""
     head = text[:65536].lstrip()
+    first, _, rest = head.partition("\n")
+    if head.startswith("{"):
+        try:
+            item = json.loads(first if _whole_json(first) else text)
+        except (ValueError, RecursionError):
+            return "jsonl"  # (its lines fail alone, as before)
+        is_conversation = isinstance(item, dict) and isinstance(item.get("messages"), list)
+        if is_conversation and item.get("text") is None and item.get("content") is None:
+            return "openai"
+        return "jsonl"
     if not head.startswith("["):
         return "jsonl"
     if '"mapping"' in head:
         return "chatgpt"
     if '"chat_messages"' in head:
         return "claude"
-    first, _, rest = head.partition("\n")
-    if rest.strip():  # a complete JSON first line with more lines after it: JSONL
-        try:
-            json.loads(first)
-            return "jsonl"
-        except (ValueError, RecursionError):  # (JSONDecodeError, or past the digit limit)
-            pass
-    raise RequestError("cannot tell the file's format; pass --format chatgpt, claude or jsonl")
+    if rest.strip() and _whole_json(first):  # a JSON first line with more lines: JSONL
+        return "jsonl"
+    if '"role"' in head:
+        return "openai"
+    raise RequestError(
+        "cannot tell the file's format; pass --format chatgpt, claude, openai or jsonl"
+    )
 
 
 def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
@@ -488,31 +659,45 @@ def read_turns(file: str, fmt: str) -> tuple[str, list[Turn]]:
                 f" (line {turns[0].line}: {turns[0].error}; or pass the right --format)"
             )
         return fmt, turns
-    name = "standard input" if file == "-" else file
+    name = display_name(file)
+    if fmt == "openai":
+        return fmt, openai_turns(text, name)
+    data = _load_json(text, name, SHAPES[fmt][1])
+    _check_shape(fmt, data)
+    return fmt, list(chatgpt_turns(data) if fmt == "chatgpt" else claude_turns(data))
+
+
+def _load_json(text: str, name: str, expected: str) -> Any:
+    """``text`` parsed as one JSON value; ``RequestError`` naming the file (and, for a syntax
+    error, the shape ``expected``) when it is not."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise RequestError(
-            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} (expected {SHAPES[fmt][1]})"
+            f"{name} is not valid JSON: {exc.msg} at line {exc.lineno} (expected {expected})"
         ) from None
     except RecursionError:
         raise RequestError(f"{name} is not valid JSON: nested too deeply") from None
     except ValueError:  # an integer literal longer than Python's digit limit
         raise RequestError(f"{name} is not valid JSON: number out of range") from None
-    _check_shape(fmt, data)
-    return fmt, list(chatgpt_turns(data) if fmt == "chatgpt" else claude_turns(data))
 
 
 # --------------------------------------------------------------------------- storing
 
 
 def import_turns(
-    db: Any, tenant_id: str, person_id: str, turns: list[Turn], progress: Any = None
+    db: Any,
+    tenant_id: str,
+    person_id: str,
+    turns: list[Turn],
+    progress: Any = None,
+    default_at: int | None = None,
 ) -> dict[str, Any]:
     """Store ``turns`` into the (tenant, person) scope of ``db``; returns the summary counts.
 
     ``progress``, when given, is called with the number of turns just handled. The key of each
-    turn: :func:`choose_keys`.
+    turn: :func:`choose_keys`. ``default_at`` (``--time``, Unix seconds) is the time of a turn
+    without one; it is not part of any key.
     """
     from zkr.model import RememberRequest, SourceKind
 
@@ -520,10 +705,11 @@ def import_turns(
     errors: list[tuple[int, dict[str, Any]]] = []  # (turn index, error)
     requests: dict[int, RememberRequest] = {}  # the turns sent to remember, by index
     for index, turn in enumerate(turns):
-        if turn.error is None and turn.text and turn.at is not None:
+        at = turn.at if turn.at is not None else default_at
+        if turn.error is None and turn.text and at is not None:
             text = f"{turn.role}: {turn.text}"
             requests[index] = RememberRequest(
-                tenant_id, person_id, SourceKind.CONVERSATION, text, turn.at, turn.at, turn.key
+                tenant_id, person_id, SourceKind.CONVERSATION, text, at, at, turn.key
             )
     # an id cut inside a surrogate pair (a JavaScript exporter) still gives a storable, stable
     # key: the surrogate as its \uXXXX escape (no release stored such a key: no alias needed)
@@ -575,13 +761,24 @@ def import_turns(
     }
 
 
-def _parse_args(argv: list[str]) -> tuple[str, str, str, str, str]:
+class Args(NamedTuple):
+    """``zkr import``'s command line: ``--time`` (``default_at``) as Unix seconds or ``None``."""
+
+    db: str
+    tenant: str
+    person: str
+    fmt: str
+    file: str
+    default_at: int | None
+
+
+def _parse_args(argv: list[str]) -> Args:
     options: dict[str, str] = {"--format": "auto"}
     files: list[str] = []
     rest = list(argv)
     while rest:
         arg = rest.pop(0)
-        if arg in ("--db", "--tenant", "--person", "--format"):
+        if arg in ("--db", "--tenant", "--person", "--format", "--time"):
             if not rest:
                 raise RequestError(USAGE)
             options[arg] = rest.pop(0)
@@ -593,7 +790,45 @@ def _parse_args(argv: list[str]) -> tuple[str, str, str, str, str]:
         raise RequestError(USAGE)
     if options["--format"] not in FORMATS:
         raise RequestError(f"--format must be one of {', '.join(FORMATS)}")
-    return options["--db"], options["--tenant"], options["--person"], options["--format"], files[0]
+    default_at = None if "--time" not in options else _cli_time(options["--time"])
+    return Args(
+        options["--db"],
+        options["--tenant"],
+        options["--person"],
+        options["--format"],
+        files[0],
+        default_at,
+    )
+
+
+def _cli_time(value: str) -> int:
+    """``--time WHEN``: whole Unix seconds (digits, optional sign) or an ISO 8601 time (UTC
+    without an offset); ``RequestError`` for anything else."""
+    text = value.strip()
+    number = text.lstrip("+-")
+    try:
+        at = _read_time(
+            "--time", int(text) if number.isascii() and number.isdigit() else value, whole=True
+        )
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+    if at is None:  # (never: a string is no null)
+        raise RequestError("--time must not be empty")
+    return at
+
+
+def require_a_time(turns: list[Turn], default_at: int | None, file: str) -> None:
+    """Refuse, before anything is stored, a file none of whose turns has a time when ``--time``
+    is not given (OpenAI-style messages usually carry none): every turn would be skipped as
+    ``undated``. A file with some dated turns imports those and counts the others."""
+    if default_at is not None:
+        return
+    candidates = [t for t in turns if t.error is None and t.text]
+    if candidates and all(t.at is None for t in candidates):
+        raise RequestError(
+            f"no turn of {display_name(file)} has a time: pass --time WHEN (Unix seconds or"
+            " ISO 8601), the time to store them at (the same WHEN again on a re-import)"
+        )
 
 
 def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
@@ -609,12 +844,14 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
 
     file = ""
     try:
-        path, tenant, person, fmt, file = _parse_args(argv)
+        path, tenant, person, fmt, file, default_at = _parse_args(argv)
         refuse_throwaway(path)
         require_scope(tenant, person)
         require_utf8(tenant, "--tenant")
         require_utf8(person, "--person")
         fmt, turns = read_turns(file, fmt)
+        require_a_time(turns, default_at, file)
+        prepare_own(path)  # its directory is made only once the file was read
         with MemoryDb.open(path) as db:
             bar = None
             if err.isatty():
@@ -623,7 +860,7 @@ def main(argv: list[str], stdout: TextIO | None = None, stderr: TextIO | None = 
                 bar = tqdm(total=len(turns), unit="turn", file=err, dynamic_ncols=True)
             try:
                 summary = import_turns(
-                    db, tenant, person, turns, None if bar is None else bar.update
+                    db, tenant, person, turns, None if bar is None else bar.update, default_at
                 )
             finally:
                 if bar is not None:

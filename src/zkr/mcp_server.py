@@ -2,7 +2,8 @@
 
 Options (flags win over the environment)::
 
-    --db PATH              the database (created and migrated like any CLI call)
+    --db PATH              the database (created and migrated like any CLI call; a
+                           missing directory is created too, mode 0700)
     --tenant T, --person P the one scope every tool acts on ($ZKR_TENANT, $ZKR_PERSON;
                            default "local" / "me"); the model never chooses it. A blank
                            or non-UTF-8 value is an error naming where it came from.
@@ -168,10 +169,10 @@ def main(argv: list[str]) -> int:
             raise RequestError(MISSING_SDK) from None
         if options.http:
             check_listen(options.host, options.port)
-        from zkr.dbpath import refuse_throwaway
+        from zkr.dbpath import prepare_own
         from zkr.memory import MemoryDb
 
-        refuse_throwaway(options.db)
+        prepare_own(options.db)
         database = MemoryDb.open(options.db)
     except ZkrError as exc:
         sys.stderr.write(cli_dumps({"error": exc.message}) + "\n")

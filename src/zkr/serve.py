@@ -50,7 +50,7 @@ from typing import Any, BinaryIO
 
 from zkr.cli import REQUEST_LIMIT, dispatch
 from zkr.codec import I64_MAX, I64_MIN, Fields, _describe, canonical, cli_dumps, parse_json
-from zkr.dbpath import refuse_throwaway
+from zkr.dbpath import prepare_own
 from zkr.errors import RequestError, ZkrError, bounded
 from zkr.memory import MemoryDb
 from zkr.output import respond, write_all
@@ -70,6 +70,8 @@ JSON lines, in order:
 A request is at most {REQUEST_LIMIT} bytes, a line at most {LINE_LIMIT}; a bad line
 gets an error line and the server reads on. End of input, SIGTERM or SIGINT:
 the request in flight finishes and is answered, then exit status 0.
+PATH is created and migrated as by any CLI call; a missing directory of PATH is
+created too (mkdir -p, mode 0700), unlike the one-shot commands.
 """
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -288,7 +290,7 @@ def main(argv: list[str]) -> int:
         return respond(sys.stdout, sys.stderr, HELP)
     try:
         path = _parse_args(argv)
-        refuse_throwaway(path)
+        prepare_own(path)
         database = MemoryDb.open(path)
         watch = FileWatch(path)
     except ZkrError as exc:

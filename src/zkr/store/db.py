@@ -7,6 +7,13 @@ byte-for-byte untouched). Only after that does zkr switch the file to WAL so an 
 plugin's queue worker and a sync job can share it (the reference opens WAL files normally).
 Every connection waits up to 5 s for a lock.
 
+Side files: SQLite gives a ``PATH-shm``/``PATH-wal`` it creates the database file's mode, so a
+read while the file was read-only (``chmod 444``) left them read-only and every later write
+failed with ``attempt to write a readonly database`` until the user found and deleted
+``PATH-shm``. :func:`connect` gives the side files it may change (its user's, or any as root)
+back their owner's write permission before opening and after its first read; a write that still
+fails because of one (another user's) names it (:func:`readonly_hint`).
+
 Driver failures: every error the ``sqlite3`` module raises, including the
 ``UnicodeDecodeError`` it raises when SQLite's own message is not UTF-8 (a corrupted file's
 ``malformed database schema (…)`` names raw bytes), becomes a :class:`StorageError` carrying
@@ -68,6 +75,7 @@ def connect(path: str) -> sqlite3.Connection:
     from zkr.store.indexes import ensure_extra_indexes
 
     _refuse_special_file(path)
+    _writable_side_files(path)
     try:
         conn = sqlite3.connect(
             path,
@@ -83,24 +91,98 @@ def connect(path: str) -> sqlite3.Connection:
         conn.execute("PRAGMA foreign_keys = ON")
         _check_fts5(conn)
         row = conn.execute("PRAGMA user_version").fetchone()
+        _writable_side_files(path)  # the read made any missing: writable for the next opener
         if row is None or row[0] != CURRENT_VERSION:
             from zkr.store import migrations  # only files that need an upgrade pay the import
 
             migrations.migrate(conn)
         _enable_wal(conn)
         ensure_extra_indexes(conn)
-    except ZkrError:
+    except ZkrError as exc:
         conn.close()
+        if isinstance(exc, StorageError) and exc.message == READONLY:  # a migration's write
+            raise StorageError(exc.message + readonly_hint(path)) from None
         raise
     except DRIVER_ERRORS as exc:
         conn.close()
         message = storage_error(exc).message
         if message == "unable to open database file":
             message = f"{message}: {path}"
-        if message.startswith(("unable to open database file", "attempt to write a readonly")):
-            message += _wal_hint(path)
+        if message.startswith(("unable to open database file", READONLY)):
+            message += _wal_hint(path) or readonly_hint(path)
         raise StorageError(message) from None
     return conn
+
+
+READONLY = "attempt to write a readonly database"
+"""SQLite's message (``SQLITE_READONLY``) for a write the file, or one of its side files,
+refuses; the reference prints it as it is."""
+
+SIDE_SUFFIXES = ("-shm", "-wal")
+"""The WAL side files SQLite keeps beside a database file (https://sqlite.org/wal.html)."""
+
+
+def _side_files(path: str) -> list[str]:
+    """The side files of a plain path or ``file:`` URI; ``[]`` for a nameless database."""
+    from zkr.dbpath import THROWAWAY_PATHS, uri_file_name
+
+    name = uri_file_name(path)
+    if name in THROWAWAY_PATHS:
+        return []
+    return [name + suffix for suffix in SIDE_SUFFIXES]
+
+
+def _writable_side_files(path: str) -> None:
+    """Give ``PATH-shm`` and ``PATH-wal`` their owner's write permission back when they lack it.
+
+    SQLite creates them with the database file's mode (https://sqlite.org/tempfiles.html), so a
+    read of a ``chmod 444`` file leaves them ``r--r--r--``; once the file is writable again
+    SQLite still opens ``-shm`` read-only and refuses every write (``attempt to write a
+    readonly database``). Readers write to ``-shm`` too (their read marks): both files must be
+    writable by whoever opens the database, which is what SQLite gives them beside a writable
+    file. Only the owner (or root) may change a mode; any other file is left as it is (a write
+    then names it, :func:`readonly_hint`). Two ``stat`` calls when nothing needs doing."""
+    for side in _side_files(path):
+        try:
+            mode = os.stat(side).st_mode
+            if stat.S_ISREG(mode) and not mode & stat.S_IWUSR:
+                os.chmod(side, stat.S_IMODE(mode) | stat.S_IWUSR)
+        except (OSError, ValueError):  # missing, or not ours to change
+            pass
+
+
+def readonly_hint(path: str) -> str:
+    """What to append to :data:`READONLY` when a side file, not the database file, refuses the
+    write: ``" (PATH-shm is not writable by this user ...)"``; ``""`` when the database file
+    itself is not writable (the reference's text, same cause) or no side file is in the way.
+    ``PATH-wal`` may hold commits: only ``-shm`` may be deleted, and only while no process has
+    the file open (SQLite rebuilds it)."""
+    from zkr.dbpath import uri_file_name, uri_modes
+
+    name = uri_file_name(path)
+    if not name or "ro" in uri_modes(path) or not os.access(name, os.W_OK):
+        return ""
+    for side in _side_files(path):
+        if os.path.exists(side) and not os.access(side, os.W_OK):
+            fix = f"make it writable as its owner (chmod u+w {side})"
+            if side.endswith("-shm"):
+                fix += f" or, while no process has {name} open, delete it"
+            return f" ({side} is not writable by this user: {fix})"
+    return ""
+
+
+def _write_error(conn: sqlite3.Connection, exc: Exception) -> StorageError:
+    """:func:`storage_error` of a failed write, with :func:`readonly_hint` when SQLite refused
+    it as ``attempt to write a readonly database`` on a SQLite file."""
+    error = storage_error(exc)
+    if error.message != READONLY or is_postgres(conn):
+        return error
+    try:
+        row = conn.execute("SELECT file FROM pragma_database_list WHERE name = 'main'").fetchone()
+    except DRIVER_ERRORS:
+        return error
+    hint = readonly_hint(str(row[0])) if row and row[0] else ""
+    return StorageError(error.message + hint) if hint else error
 
 
 def _refuse_special_file(path: str) -> None:
@@ -207,7 +289,7 @@ def write_tx(conn: sqlite3.Connection, *scopes: tuple[str, str]) -> Iterator[sql
     try:
         conn.execute("BEGIN IMMEDIATE")
     except DRIVER_ERRORS as exc:
-        raise storage_error(exc) from None
+        raise _write_error(conn, exc) from None
     try:
         if scopes and is_postgres(conn):
             for scope in sorted(set(scopes)):
@@ -216,14 +298,14 @@ def write_tx(conn: sqlite3.Connection, *scopes: tuple[str, str]) -> Iterator[sql
     except BaseException as exc:
         rollback(conn)
         if isinstance(exc, DRIVER_ERRORS):
-            raise storage_error(exc) from None
+            raise _write_error(conn, exc) from None
         raise
     else:
         try:
             conn.execute("COMMIT")
         except DRIVER_ERRORS as exc:
             rollback(conn)
-            raise storage_error(exc) from None
+            raise _write_error(conn, exc) from None
 
 
 @contextmanager
