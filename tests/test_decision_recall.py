@@ -154,3 +154,31 @@ def test_a_long_document_is_not_revised(db: MemoryDb, monkeypatch: pytest.Monkey
     monkeypatch.setattr(lexical, "REVISION_MAX_TERMS", 1000)
     got = [i.memory.id for i in db.search(SearchRequest(T, P, question, 10)).items]
     assert got == [later, article]
+
+
+def test_a_revision_is_found_in_a_small_store(db: MemoryDb) -> None:
+    """A new user's first days: eight exchanges, where a quarter of the store is two documents,
+    so "Lisbon", "March" and "Ana" (in 4-5 of them) were no topic terms and the change of plan
+    revised nothing; the topic may hold terms of up to ``REVISION_MIN_DOCS`` documents."""
+    week = [
+        "Remind me to send the quarterly report to Priya before Friday.",
+        "Ana and I want to take a trip in March, somewhere warm. Lisbon or Porto maybe?",
+        "I looked at flights for the trip: TAP to Lisbon is 180 euros return, Porto is 210.",
+        "OK I decided: the trip is to Lisbon, March 12 to 19, just Ana and me.\n"
+        "Assistant: Great choice. Lisbon, March 12 to 19, for two.",
+        "I'm going to cook from the new cookbook tonight, I decided on the mushroom risotto.",
+        "Ana's sister says Lisbon is packed in March, lots of tourists.",
+        "Actually, change of plan: we're going to Porto instead, same dates. Ana wants the"
+        " quieter city.\nAssistant: Got it: Porto, March 12 to 19, instead of Lisbon.",
+        "What's a good book for the flight?\nAssistant: Try Pessoa, it fits the trip.",
+    ]
+    ids = [remember(db, f"User: {text}", at=100 + n).source_id for n, text in enumerate(week)]
+    decided, changed = ids[3], ids[6]
+    for _ in range(2):  # FTS5, then the in-memory index
+        order = [
+            item.memory.id
+            for item in db.search(
+                SearchRequest(T, P, "what did I decide about the trip?", 10)
+            ).items
+        ]
+        assert order.index(changed) < order.index(decided)

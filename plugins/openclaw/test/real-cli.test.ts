@@ -383,4 +383,114 @@ describe("real zkr CLI", () => {
     },
     TIMEOUT,
   );
+
+  test(
+    "after a change of plan, auto-recall puts the turn with the current decision first",
+    async () => {
+      // The week of benchmarks/decisions.py's trip (day, minute of the day, said, answered) as
+      // auto-capture stores it: turns only, no claims, no embedder. The trip is decided
+      // (Lisbon), then changed (Porto); then the question of the product story.
+      const { hooks } = plugin({ person: "pat" });
+      const week: Array<[number, number, string, string]> = [
+        [
+          0,
+          492,
+          "Remind me to send the quarterly report to Priya before Friday.",
+          "Noted: the quarterly report goes to Priya before Friday.",
+        ],
+        [
+          0,
+          1180,
+          "Ana and I want to take a trip in March, somewhere warm in Europe. Lisbon or Porto maybe?",
+          "Both are lovely in March. Lisbon is a bit warmer; Porto is quieter and cheaper.",
+        ],
+        [1, 475, "My dentist appointment moved to Thursday at 3pm.", "Got it, dentist on Thursday at 3pm."],
+        [
+          1,
+          1265,
+          "I looked at flights for the trip: TAP to Lisbon is 180 euros return, Porto is 210.",
+          "So Lisbon is cheaper by 30 euros per person.",
+        ],
+        [
+          1,
+          1270,
+          "Ana prefers the beach, I prefer museums. Lisbon has both, right?",
+          "Yes: Cascais beaches are 40 minutes by train, and the Gulbenkian is in town.",
+        ],
+        [
+          2,
+          750,
+          "Lunch with Marco was great, he recommends the pasteis de nata at Manteigaria.",
+          "Noted, Manteigaria for pasteis de nata.",
+        ],
+        [
+          2,
+          1215,
+          "OK I decided: the trip is to Lisbon, March 12 to 19, just Ana and me.",
+          "Great choice. Lisbon, March 12 to 19, for two. Want me to look at hotels?",
+        ],
+        [
+          2,
+          1220,
+          "Yes, something in Alfama with a view, under 150 euros a night.",
+          "I'll look for Alfama hotels under 150 euros.",
+        ],
+        [
+          3,
+          542,
+          "I'm going to cook from the new cookbook tonight, I decided on the mushroom risotto.",
+          "Sounds delicious, enjoy the risotto.",
+        ],
+        [3, 945, "At the dentist now, running late.", ""],
+        [4, 510, "Report sent to Priya, done.", "Great, I'll drop the reminder."],
+        [
+          4,
+          1080,
+          "Ana's sister says Lisbon is packed in March, lots of tourists.",
+          "March is busier than February but still manageable.",
+        ],
+        [
+          4,
+          1290,
+          "Actually, change of plan: we're going to Porto instead, same dates. Ana wants the quieter city.",
+          "Got it: Porto, March 12 to 19, instead of Lisbon.",
+        ],
+        [5, 600, "Weekend plan: run 10k on Saturday morning, groceries after.", "Good luck with the run!"],
+        [
+          5,
+          980,
+          "What's a good book for the flight?",
+          "Try 'The Book of Disquiet' by Pessoa, it fits the trip.",
+        ],
+        [
+          6,
+          555,
+          "Are we going to the cinema with Marco on Sunday?",
+          "You said you'd decide with Marco on Saturday.",
+        ],
+      ];
+      const monday = Date.now() - 8 * 86_400_000;
+      for (const [index, [day, minute, said, answered]] of week.entries()) {
+        const at = monday + day * 86_400_000 + minute * 60_000;
+        const messages = [{ role: "user", content: said, timestamp: at }];
+        if (answered) messages.push({ role: "assistant", content: answered, timestamp: at + 1_000 });
+        const runId = `r-${index}`;
+        const ctx = { agentId: "main", sessionKey: "agent:main:main", sessionId: "s-1", runId };
+        await runHook(hooks, "agent_end", { runId, messages, success: true }, ctx);
+      }
+      const question = "what did I decide about the trip?";
+      const recall = (await runHook(
+        hooks,
+        "before_prompt_build",
+        { prompt: question, currentUserMessage: question, messages: [] },
+        { agentId: "main" },
+      )) as { prependContext: string } | undefined;
+      const lines = recall!.prependContext.split("\n").filter((line) => line.startsWith("- "));
+      expect(lines[0]).toContain("we're going to Porto instead");
+      expect(lines[0]).toMatch(/\[evidence: [0-9a-f]{32}\]$/);
+      const decided = lines.findIndex((line) => line.includes("OK I decided: the trip is to Lisbon"));
+      expect(decided === -1 || decided > 0).toBe(true);
+    },
+    TIMEOUT,
+  );
 });

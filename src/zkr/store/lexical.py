@@ -41,7 +41,8 @@ reasons, docs/retrieval-experiments.md the measurements.
    source matches when it holds one of the revision words
    (:data:`zkr.store.terms.REVISION_WORDS`: "instead", "switch", "cancel", …) and at least
    :data:`REVISION_TERMS` of that match's topic terms (its terms that another document holds
-   and at most :data:`REVISION_SHARE` of the scope's documents do; a match of more than
+   and at most :data:`REVISION_SHARE` of the scope's documents do, or
+   :data:`REVISION_MIN_DOCS` in a small scope; a match of more than
    :data:`REVISION_MAX_TERMS` distinct terms is a document, not a turn, and has none). An
    eligible revision ranks just above the match it revises (× (1 + :data:`REVISION_ABOVE`),
    when that is more than its own score), matched by the query or not, and its relevance is
@@ -100,6 +101,7 @@ RECENCY = 0.2
 RECENCY_STEPS = 10
 REVISED = 3
 REVISION_SHARE = 0.25
+REVISION_MIN_DOCS = 5
 REVISION_TERMS = 4
 REVISION_ABOVE = 1e-9
 REVISION_MAX_TERMS = 256
@@ -667,7 +669,7 @@ class _Lane:
         revised document in ``revises`` (for its relevance, :meth:`points_of`)."""
         assert self.plan is not None
         final = self.final
-        limit = REVISION_SHARE * self.plan.docs
+        limit = max(REVISION_SHARE * self.plan.docs, REVISION_MIN_DOCS)
         cue_docs = self.index.doc_freqs([self.tag + term for term in revision_terms()])
         cues = [term for term, docs in cue_docs.items() if docs]
         if not cues:  # no document of the scope says "instead", "cancel", …: nothing revises
