@@ -1243,3 +1243,30 @@ def test_chatgpt_voice_turns_keep_their_transcripts(tmp_path: Path) -> None:
     file.write_text(json.dumps([conversation]), encoding="utf-8")
     summary = run_import(str(tmp_path / "memory.db"), file).json()
     assert (summary["stored"], summary["empty"]) == (4, 0)
+
+
+def test_a_turn_deleted_under_its_own_key_is_not_stored_again(tmp_path: Path) -> None:
+    """Turn B (``"id": "1"``) has the plain key ``jsonl:s:1``, which is also the old key of
+    turn A (``"id": 1``, stored under ``jsonl["s",1]`` by this release). Deleting B and
+    importing again took ``jsonl:s:1`` for A as "its old key, deleted" and stored B anew under a
+    spare key: the deleted turn came back. A turn already stored under its own key keeps it."""
+    rows: list[dict[str, Any]] = [
+        {"conversation_id": "s", "id": 1, "text": "integer id about the dentist"},
+        {"conversation_id": "s", "id": "1", "text": "string id about the dentist"},
+    ]
+    file = write_jsonl(tmp_path / "turns.jsonl", [{**r, "created_at": 5} for r in rows])
+    db_path = str(tmp_path / "memory.db")
+    assert run_import(db_path, file).json()["stored"] == 2
+    with MemoryDb.open(db_path) as db:
+        me = db.scope(T, P)
+        (hit,) = me.search("string id dentist", limit=1).items
+        assert hit.excerpt == "user: string id about the dentist"
+        me.delete(hit.memory.id, deleted_at=100)
+    before = dump(db_path)
+    for _ in range(2):
+        summary = run_import(db_path, file).json()
+        assert (summary["stored"], summary["replayed"], summary["deleted"]) == (0, 1, 1)
+        assert dump(db_path) == before
+    with MemoryDb.open(db_path) as db:
+        texts = [item.excerpt for item in db.scope(T, P).search("dentist").items]
+    assert texts == ["user: integer id about the dentist"]

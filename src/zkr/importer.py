@@ -86,11 +86,11 @@ A lone surrogate in an id (``\\ud83d``: a string cut inside a surrogate pair) is
 key as that escape, so the turn is stored and replays; in a turn's text it fails that turn alone.
 
 Imports before these keys gave the turns of the second and third cases ``FMT:CONV:ID``
-(``FMT:CONV:`` without an id), shared by distinct turns. Such a turn is sent under that old key
-when the database holds its very text and time there and no other turn of the file owns it,
-or holds a deleted memory there and the turn is the file's first with that key (it stays
-deleted), so files imported before replay instead of being stored twice; the turns those
-imports lost to a shared key are stored now, under their own keys.
+(``FMT:CONV:`` without an id), shared by distinct turns. Such a turn is sent under that old key when
+nothing is stored under its own key and the database holds its very text and time there and no other
+turn of the file owns it, or holds a deleted memory there and the turn is the file's first with that
+key (it stays deleted), so files imported before replay instead of being stored twice; the turns
+those imports lost to a shared key are stored now, under their own keys.
 """
 
 from __future__ import annotations

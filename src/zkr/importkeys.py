@@ -82,8 +82,10 @@ def choose_keys(
     holds its request (under its own key), ``named`` its ``(key, alias)``.
 
     A turn with an ``alias`` (the ambiguous key the first releases gave it) is sent under the
-    alias, when no earlier turn of the file took it, in two cases, being a turn an earlier
-    import stored so (it then replays, or stays deleted, instead of being stored twice):
+    alias, when no earlier turn of the file took it and the scope has nothing under the turn's
+    own key (else this release stored it there: the alias may be another turn's own key, and
+    that turn's deletion is not this one's), in two cases, being a turn an earlier import
+    stored so (it then replays, or stays deleted, instead of being stored twice):
 
     * the scope holds the turn's very payload there, and no turn of the file whose own key is
       the alias has that payload too;
@@ -96,7 +98,10 @@ def choose_keys(
     """
     with_alias = [i for i in requests if named[i][1] is not None]
     asked = [requests[i]._replace(ingestion_key=named[i][1]) for i in with_alias]
-    statuses = dict(zip(with_alias, db.replay_statuses(asked), strict=True))
+    asked += [requests[i]._replace(ingestion_key=named[i][0]) for i in with_alias]
+    answers = db.replay_statuses(asked)  # (one read snapshot: the aliases, then the own keys)
+    statuses = dict(zip(with_alias, answers[: len(with_alias)], strict=True))
+    own = dict(zip(with_alias, answers[len(with_alias) :], strict=True))
     owners: dict[str, set[tuple[str, int]]] = {}  # key -> (text, time) of its own turns
     first: dict[str, int] = {}  # key or alias -> the first turn of the file with it
     for i, req in requests.items():
@@ -113,7 +118,7 @@ def choose_keys(
         payload = (requests[i].text, requests[i].captured_at)
         replays = statuses[i] == "replayed" and payload not in owners.get(alias, ())
         stays_deleted = statuses[i] == "deleted" and first[alias] == i
-        if alias not in taken and (replays or stays_deleted):
+        if alias not in taken and own[i] is None and (replays or stays_deleted):
             keys[i] = alias
             taken.add(alias)
     for i in requests:
