@@ -182,3 +182,45 @@ def test_a_revision_is_found_in_a_small_store(db: MemoryDb) -> None:
             ).items
         ]
         assert order.index(changed) < order.index(decided)
+
+
+def _revision_above_already_checks(db: MemoryDb, t: str = T) -> None:
+    booked = remember(
+        db,
+        "User: Let's book Trattoria Sole for the birthday dinner on Saturday, 8pm, table for four",
+        t=t,
+        at=100,
+    ).source_id
+    for n, chatter in enumerate(["was pasta", "with Tom", "cooked early", "at home"]):
+        remember(db, f"User: dinner {chatter}", t=t, at=110 + n)
+    for n in range(10):
+        remember(db, f"User: note {n} about the garden and the weather", t=t, at=120 + n)
+    changed = remember(
+        db,
+        "User: Birthday! Trattoria Sole is full Saturday 8pm for four, book Da Enzo instead."
+        " Birthday birthday.",
+        t=t,
+        at=140,
+    ).source_id
+    for _ in range(2):  # FTS5, then the in-memory index (SQLite; PostgreSQL: its index)
+        pack = db.search(SearchRequest(t, P, "birthday dinner", 10))
+        got = {item.memory.id: item.relevance_basis_points for item in pack.items}
+        assert [item.memory.id for item in pack.items][:2] == [changed, booked]
+        assert got[changed] >= got[booked]
+
+
+def test_a_revision_that_already_ranks_above_has_at_least_the_revised_relevance(
+    db: MemoryDb,
+) -> None:
+    """The revision matches the question by itself ("birthday", thrice) and already ranks
+    above the booking it revises (recency), but holds half of the question's words: it kept its
+    own relevance (6,294 bp against the booking's 10,000), so a host floor of 7,000 bp (the
+    OpenClaw plugin's minScore, Hermes' prefetch_min_relevance) dropped the current booking and
+    kept the cancelled one. "With at least its relevance" holds whichever way it got above."""
+    _revision_above_already_checks(db)
+
+
+@pytest.mark.postgres
+def test_postgres_gives_an_above_revision_the_revised_relevance_too(pg_dsn: str) -> None:
+    with MemoryDb.open(pg_dsn) as db:
+        _revision_above_already_checks(db)

@@ -46,8 +46,8 @@ reasons, docs/retrieval-experiments.md the measurements.
    :data:`REVISION_MAX_TERMS` distinct terms is a document, not a turn, and has none). An
    eligible revision ranks just above the match it revises (× (1 + :data:`REVISION_ABOVE`),
    when that is more than its own score), matched by the query or not, and its relevance is
-   at least that match's: "Book Da Enzo instead" answers what "Book Trattoria Sole for the birthday
-   dinner" answered.
+   at least that match's (also when its own score put it above): "Book Da Enzo instead"
+   answers what "Book Trattoria Sole for the birthday dinner" answered.
 9. **Order**: final score descending, then newest first, then sources before claims and id;
    de-duplicated into targets; at most ``cut``. Each target carries its relevance
    (:mod:`zkr.store.relevance`) computed from the best document that matched it.
@@ -700,13 +700,13 @@ class _Lane:
         for other, rowid in found.items():
             if not self.targets[other]:
                 continue
+            self.revises[other] = rowid  # (its relevance, even when it already ranks above)
             above = final[rowid] * (1 + REVISION_ABOVE)
             if other not in final:
                 order.append(other)
             elif final[other] >= above:
                 continue
             final[other] = above
-            self.revises[other] = rowid
             changed = True
         return _ordered(order, final) if changed else order
 
