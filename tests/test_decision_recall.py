@@ -224,3 +224,58 @@ def test_a_revision_that_already_ranks_above_has_at_least_the_revised_relevance(
 def test_postgres_gives_an_above_revision_the_revised_relevance_too(pg_dsn: str) -> None:
     with MemoryDb.open(pg_dsn) as db:
         _revision_above_already_checks(db)
+
+
+def _many_matches(db: MemoryDb, t: str = T) -> None:
+    """600 turns of one to four topic words and filler (a fixed draw): many match each query."""
+    import random
+
+    from zkr.model import RememberRequest, SourceKind
+
+    draw = random.Random(7)
+    topics = "dinner lisbon porto budget review tom friday cake party garden hotel".split()
+    filler = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu".split()
+    turns = []
+    for n in range(600):
+        words = draw.sample(topics, draw.randint(1, 4)) + draw.sample(filler, draw.randint(0, 12))
+        draw.shuffle(words)
+        text = f"{'User' if n % 2 == 0 else 'Assistant'}: {' '.join(words)}"
+        turns.append(RememberRequest(t, P, SourceKind.CONVERSATION, text, 1000 + n, 1000 + n))
+    db.remember_many(turns)
+
+
+def _prefix_checks(db: MemoryDb, t: str = T) -> None:
+    _many_matches(db, t)
+    for query in ["dinner", "dinner friday", "budget review dinner", "party cake"]:
+        full = [item.memory.id for item in db.search(SearchRequest(t, P, query, 40)).items]
+        for limit in (1, 3, 10):
+            got = [item.memory.id for item in db.search(SearchRequest(t, P, query, limit)).items]
+            assert got == full[:limit], (query, limit)
+
+
+def test_a_smaller_limit_gives_the_first_items_of_a_larger_one(db_path: str) -> None:
+    """The recency step (lexical step 7) placed a match among the matches checked for
+    eligibility, and how many are checked depends on ``limit``: of hundreds of matches, a
+    search for 1 item put another first than a search for 40. Places are now taken among all
+    the scored matches. Through FTS5 (a new connection per search) and the in-memory index."""
+    with MemoryDb.open(db_path) as db:
+        _many_matches(db)
+    for query in ["dinner", "dinner friday", "budget review dinner"]:
+        with MemoryDb.open(db_path) as db:
+            full = [item.memory.id for item in db.search(SearchRequest(T, P, query, 40)).items]
+        for limit in (1, 3, 10):
+            with MemoryDb.open(db_path) as db:
+                got = [i.memory.id for i in db.search(SearchRequest(T, P, query, limit)).items]
+            assert got == full[:limit], (query, limit)
+    with MemoryDb.open(db_path) as db:  # (one connection: the in-memory index from the 2nd on)
+        for query in ["dinner", "dinner friday", "budget review dinner", "party cake"]:
+            full = [item.memory.id for item in db.search(SearchRequest(T, P, query, 40)).items]
+            for limit in (1, 3, 10):
+                got = [i.memory.id for i in db.search(SearchRequest(T, P, query, limit)).items]
+                assert got == full[:limit], (query, limit)
+
+
+@pytest.mark.postgres
+def test_postgres_a_smaller_limit_gives_the_first_items_of_a_larger_one(pg_dsn: str) -> None:
+    with MemoryDb.open(pg_dsn) as db:
+        _prefix_checks(db)

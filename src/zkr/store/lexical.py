@@ -32,8 +32,9 @@ reasons, docs/retrieval-experiments.md the measurements.
    (:data:`NEIGHBOURS` on each side within :data:`SPAN` rows) by :data:`LIFT` × its own score
    (without its label boost).
 7. **Recency.** Among the eligible matches of each kind (sources, claims), a match's lifted
-   score is raised by its place in write order, in :data:`RECENCY_STEPS` (10) steps of
-   tenths up to :data:`RECENCY` (20 %): the i-th oldest of n gets × (1 + RECENCY ·
+   score is raised by its place in write order among the scored matches of its kind (not only
+   those checked for eligibility, whose number depends on ``cut``), in :data:`RECENCY_STEPS`
+   (10) steps of tenths up to :data:`RECENCY` (20 %): the i-th oldest of n gets × (1 + RECENCY ·
    ⌊10 · i / n⌋ / 9). A later turn on the same topic (a changed plan, a moved meeting) then
    outranks an earlier one that matches about as well, while a clearly better older match
    keeps its place; matches in the same tenth that tie still tie.
@@ -66,6 +67,7 @@ reads; the ranking is the same. A search's scored matches (:class:`Candidates`) 
 Python objects.
 """
 
+import bisect
 import json
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
@@ -262,6 +264,7 @@ class Candidates(Protocol):
     def rescue(self, terms: Sequence[str], lo: int, hi: int) -> int: ...
     def best_first(self, boosted: Collection[int], boost: float) -> list[int]: ...
     def lookup(self, rowids: Sequence[int]) -> dict[int, float]: ...
+    def places(self, rowids: Sequence[int], split: int) -> list[tuple[int, int]]: ...
 
 
 class Scores:
@@ -300,6 +303,17 @@ class Scores:
         """The score of each of ``rowids`` that was scored (the others are left out)."""
         scores = self.scores
         return {rowid: scores[rowid] for rowid in rowids if rowid in scores}
+
+    def places(self, rowids: Sequence[int], split: int) -> list[tuple[int, int]]:
+        """``(i, n)`` of each of ``rowids`` (scored documents): ``n`` scored documents lie on
+        its side of ``split`` (rowids below it, or from it on), ``i`` of them older than it."""
+        ordered = sorted(self.scores)
+        sources = bisect.bisect_left(ordered, split)
+        out = []
+        for rowid in rowids:
+            i = bisect.bisect_left(ordered, rowid)
+            out.append((i, sources) if rowid < split else (i - sources, len(ordered) - sources))
+        return out
 
 
 class SqliteIndex:
@@ -660,7 +674,7 @@ class _Lane:
                 final[rowid] = scores[rowid] + LIFT * by
         for rowid in self.labelled.intersection(final):
             final[rowid] = final[rowid] * LABEL_BOOST
-        _prefer_recent(final)
+        _prefer_recent(final, found)
         return _ordered(eligible, final)
 
     def revise(self, order: list[int]) -> list[int]:
@@ -768,20 +782,19 @@ class _Lane:
         return best
 
 
-def _prefer_recent(final: dict[int, float]) -> None:
+def _prefer_recent(final: dict[int, float], found: Candidates) -> None:
     """Raise each score of ``final`` (eligible document → score) by its place in write order
-    among the documents of its kind (module docstring, step 7): the i-th oldest of n scores
-    × (1 + RECENCY · s / (RECENCY_STEPS - 1)), s = ⌊RECENCY_STEPS · i / n⌋; those of the
-    oldest step (and a lone document) keep their score exactly."""
-    sources = sorted(rowid for rowid in final if rowid < CLAIM_BASE)
-    claims = sorted(rowid for rowid in final if rowid >= CLAIM_BASE)
-    for rows in (sources, claims):
-        n = len(rows)
-        for i in range(n):
-            step = RECENCY_STEPS * i // n
-            if step:
-                rowid = rows[i]
-                final[rowid] = final[rowid] * (1 + RECENCY * step / (RECENCY_STEPS - 1))
+    among the scored matches of its kind (module docstring, step 7): the i-th oldest of n
+    scores × (1 + RECENCY · s / (RECENCY_STEPS - 1)), s = ⌊RECENCY_STEPS · i / n⌋; those of
+    the oldest step (and a lone document) keep their score exactly. The places are taken among
+    all the scored matches (:meth:`Candidates.places`), not only those checked for
+    eligibility: how many are checked depends on the search's ``limit``, and a search for 1
+    item must rank as the first of a search for 10 does."""
+    rows = list(final)
+    for rowid, (i, n) in zip(rows, found.places(rows, CLAIM_BASE), strict=True):
+        step = RECENCY_STEPS * i // n
+        if step:
+            final[rowid] = final[rowid] * (1 + RECENCY * step / (RECENCY_STEPS - 1))
 
 
 def _ordered(eligible: list[int], final: dict[int, float]) -> list[int]:

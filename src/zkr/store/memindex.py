@@ -507,6 +507,21 @@ class Candidates:
         held = ids.take(where, mode="clip") == at
         return dict(zip(at[held].tolist(), scores[where[held]].tolist(), strict=True))
 
+    def places(self, rowids: Sequence[int], split: int) -> list[tuple[int, int]]:
+        """``(i, n)`` of each of ``rowids`` (scored documents): ``n`` scored documents lie on
+        its side of ``split``, ``i`` of them older than it (as
+        :meth:`zkr.store.lexical.Scores.places`)."""
+        ids, _ = self._merged()
+        if not rowids:
+            return []
+        sources = int(ids.searchsorted(split))
+        total = len(ids)
+        older: list[int] = ids.searchsorted(np.array(rowids, dtype=np.int64)).tolist()
+        return [
+            (i, sources) if rowid < split else (i - sources, total - sources)
+            for rowid, i in zip(rowids, older, strict=True)
+        ]
+
 
 def _newest_first(ids: _Ints, scores: _Floats) -> list[tuple[int, float]]:
     """(rowid, score) pairs of ascending ``ids``, newest (largest rowid) first."""
