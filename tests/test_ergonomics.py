@@ -569,3 +569,15 @@ def test_scope_profile_twice_in_one_second_replaces_the_entry(db: MemoryDb) -> N
     second = me.profile(paris.claim_id or "")
     assert second.recorded_at > first.recorded_at
     assert [(p.key, p.value) for p in me.profiles()] == [("city", "Paris")]
+
+
+def test_the_handles_argument_types_are_importable_from_zkr_scoped() -> None:
+    """``zkr.scoped`` was one module whose argument types (``ClaimLike``, ``AsOfLike``, …)
+    a typed host could import; the split into ``zkr/scoped/`` moved them to ``forms`` only. The
+    names of the handle's signatures stay importable from the package."""
+    import zkr.scoped
+    import zkr.scoped.forms
+
+    for name in ["AsOfLike", "ClaimLike", "CursorLike", "LocatorLike", "QueryEmbeddingLike"]:
+        assert name in zkr.scoped.__all__
+        assert getattr(zkr.scoped, name) is getattr(zkr.scoped.forms, name)

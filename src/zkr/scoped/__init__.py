@@ -41,13 +41,30 @@ Results are the same typed values :class:`~zkr.MemoryDb` returns; errors the sam
 
 from __future__ import annotations
 
-from zkr.scoped.forms import as_enum
+from zkr.scoped.forms import (
+    AsOfLike,
+    ClaimLike,
+    CursorLike,
+    LocatorLike,
+    QueryEmbeddingLike,
+    as_enum,
+)
 from zkr.scoped.lanes import ScopedLanes
 from zkr.scoped.lifecycle import ScopedLifecycle
 from zkr.scoped.reads import ScopedReads
 from zkr.scoped.writes import ScopedWrites
 
-__all__ = ["ScopedMemory", "as_enum"]
+# (the argument types of the handle's signatures: importable from zkr.scoped, as before the
+# split into modules, for hosts that annotate what they pass)
+__all__ = [
+    "AsOfLike",
+    "ClaimLike",
+    "CursorLike",
+    "LocatorLike",
+    "QueryEmbeddingLike",
+    "ScopedMemory",
+    "as_enum",
+]
 
 
 class ScopedMemory(ScopedWrites, ScopedReads, ScopedLifecycle, ScopedLanes):
