@@ -1,9 +1,9 @@
 """Per-command help for ``zkr help COMMAND``: the request fields and one example request.
 
 Loaded only on the help path (the CLI's start-up never imports it). Every command of
-:data:`zkr.cli.COMMANDS` has an entry here (tests/test_help.py checks it, and that each example
-request decodes). Field lines follow spec/cli.md §8; ``tenant_id`` and ``person_id`` are part of
-every request and are listed once in the header.
+:data:`zkr.cli.COMMANDS` has an entry here (tests/test_ergonomics.py checks it, and that each
+example request decodes). Field lines follow spec/cli.md §8; ``tenant_id`` and ``person_id``
+are part of every request and are listed once in the header.
 """
 
 from __future__ import annotations
