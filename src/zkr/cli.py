@@ -160,7 +160,7 @@ def help_text() -> str:
 
     lines = [
         "zkr --db PATH COMMAND",
-        "zkr help COMMAND    request fields and an example",
+        "zkr help COMMAND    request fields, response and an example",
         "zkr --version",
         "",
         "Each command reads one JSON object (at most 1 MiB) from stdin and writes one",

@@ -1,9 +1,10 @@
 """Per-command help for ``zkr help COMMAND``: the request fields and one example request.
 
 Loaded only on the help path (the CLI's start-up never imports it). Every command of
-:data:`zkr.cli.COMMANDS` has an entry here (tests/test_help.py checks it, and that each example
-request decodes). Field lines follow spec/cli.md §8; ``tenant_id`` and ``person_id`` are part of
-every request and are listed once in the header.
+:data:`zkr.cli.COMMANDS` has an entry here (tests/test_ergonomics.py checks it, and that each
+example request decodes). Field lines follow spec/cli.md §8; ``tenant_id`` and ``person_id``
+are part of every request and are listed once in the header (``embed-pending``'s are optional:
+they are listed as its fields).
 """
 
 from __future__ import annotations
@@ -213,7 +214,6 @@ HELP: dict[str, CommandHelp] = {
     ),
     "embed-pending": CommandHelp(
         (
-            "(all optional; an empty stdin is {})",
             "tenant_id       string, with person_id: one scope (default: every scope)",
             "person_id       string",
             "model           local model: built-in name or model directory, non-blank",
@@ -304,10 +304,13 @@ def command_help(name: str, purpose: str) -> str:
     import textwrap
 
     entry = HELP[name]
+    scoped = name != "embed-pending"  # every field of embed-pending is optional, scope included
     lines = [
         *textwrap.wrap(f"zkr --db PATH {name}: {purpose}", 80, subsequent_indent="  "),
         "",
-        "Request: one JSON object on stdin with tenant_id, person_id and",
+        "Request: one JSON object on stdin with tenant_id, person_id and"
+        if scoped
+        else "Request: one JSON object on stdin, every field optional (an empty stdin is {}):",
         *(f"  {line}" for line in entry.fields),
         "",
         *textwrap.wrap(f"Response: {entry.returns}", 80, subsequent_indent="  "),

@@ -3,7 +3,7 @@ database from the command line: the CLI, ``zkr serve``, ``zkr mcp`` and ``zkr im
 quoted form of a command-line value in error messages (``format!("{:?}")``, as the reference
 prints it); and the directory rule of zkr's own commands (:func:`prepare_own`).
 
-Kept free of zkr imports so that each entry point can ask it without importing another.
+It imports only :mod:`zkr.errors`, so each entry point can ask it without importing another.
 """
 
 from zkr.errors import RequestError

@@ -62,7 +62,10 @@ def parse_options(argv: list[str]) -> Options:
     """Read the command line and environment; raises :class:`RequestError` when unusable."""
     parser = _Parser(prog="zkr mcp", description="zkr as an MCP server (stdio or HTTP).")
     parser.add_argument(
-        "--db", required=True, metavar="PATH", help="the database (created if missing)"
+        "--db",
+        required=True,
+        metavar="PATH",
+        help="the database (created if missing, and its directory: mode 0700)",
     )
     for name, (variable, fallback) in SCOPE_DEFAULTS.items():
         parser.add_argument(
@@ -71,8 +74,10 @@ def parse_options(argv: list[str]) -> Options:
     parser.add_argument(
         "--http", action="store_true", help="streamable HTTP at http://HOST:PORT/mcp, not stdio"
     )
-    parser.add_argument("--host", help="a loopback address (127.0.0.1); needs --http")
-    parser.add_argument("--port", type=int, help=f"({DEFAULT_PORT}); needs --http")
+    parser.add_argument(
+        "--host", help="a loopback address: 127.0.0.1 (default), ::1 or localhost; needs --http"
+    )
+    parser.add_argument("--port", type=int, help=f"default {DEFAULT_PORT}; needs --http")
     args = parser.parse_args(argv)
     given = [name for name in ("host", "port") if getattr(args, name) is not None]
     args.host = "127.0.0.1" if args.host is None else args.host

@@ -1,4 +1,4 @@
-"""The authoritative commit feed: record shapes, appending commits and paging them out.
+"""The authoritative commit feed: record shapes and appending commits (export pages them out).
 
 Every successful, non-no-op mutation appends one ``memory_commits`` row and one
 ``memory_export_events`` row per record (spec/lifecycle.md §1.4, spec/sync.md §2). A record is

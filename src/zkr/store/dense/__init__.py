@@ -2,9 +2,12 @@
 
 Only imported when a search carries a ``query_embedding`` (it imports numpy; lexical searches
 never load it). Split by responsibility: :mod:`.kernels` (exact float32 arithmetic),
-:mod:`.cache` (decoded vectors and derived state per lane, the side file), :mod:`.decode`
-(stored JSON vectors decoded in bulk), :mod:`.mapping` (which rows survive and what each stands
-for, by :mod:`zkr.store.eligibility`'s rules); this module ranks and answers fusion.
+:mod:`.registry` (the per-connection lane caches), :mod:`.cache` (which way a lane is brought up
+to date, and the full refresh), :mod:`.bulk` (the first full refresh in bulk), :mod:`.patching`
+(a few written rows patched in), :mod:`.rows` (the rows' SQL), :mod:`.blocks` (decoded
+vectors), :mod:`.decode` (stored JSON vectors decoded in bulk), :mod:`.mapping` (which rows
+survive and what each stands for, by :mod:`zkr.store.eligibility`'s rules), :mod:`.sidefiles`
+and :mod:`.prefilter` (the side files); this module ranks and answers fusion.
 
 **Validation first.** The query vector is checked (§5.1) and its dimension compared with the
 lane's before any bulk vector data is read: the lane comes from the warm cache, or from a few
