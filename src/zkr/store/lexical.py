@@ -391,11 +391,19 @@ def open_index(
     return SqliteIndex(conn, tenant_id, person_id)
 
 
+def _keeps(conn: object) -> bool:
+    """Whether ``conn`` is one of zkr's own connections (SQLite's
+    :class:`zkr.store.driver.Connection`, a PostgreSQL store's
+    :class:`zkr.store.pg.adapter.PgConnection`; not a stand-in that opens one on use), on
+    which a search may keep what it learnt."""
+    return isinstance(conn, Connection) or is_postgres(type(conn))
+
+
 def _long_lived(conn: sqlite3.Connection) -> bool:
     """Whether this connection's searches use the in-memory index: from its
     :data:`MEMORY_AFTER`-th search on (a one-shot CLI call never builds it), zkr's connections
     only."""
-    if not isinstance(conn, Connection) and not is_postgres(conn):
+    if not _keeps(conn):
         return False
     count: int = getattr(conn, "lexical_searches", 0) + 1
     conn.lexical_searches = count  # type: ignore[attr-defined]
@@ -426,7 +434,7 @@ class _Cache:
 
 def _cache(conn: sqlite3.Connection, key: tuple[object, ...]) -> _Cache:
     """The connection's cache for ``key`` (a fresh one, not kept, on other connections)."""
-    if not isinstance(conn, Connection) and not is_postgres(conn):
+    if not _keeps(conn):
         return _Cache(key)
     cache: _Cache | None = getattr(conn, "lexical_cache", None)
     if cache is None or cache.key != key or len(cache.docs) > CACHE_DOCS:

@@ -126,8 +126,8 @@ END $$""",
 # reused), so a process keeping a scope's index in memory knows with one key lookup whether
 # anyone (a drain of any process, a hand edit) changed it since. Row triggers, once per scope
 # and transaction (the transaction-local setting zkr.search_marked), as the dense lane's mark
-# (zkr.store.pg.schema.LANE_MARK_DDL); TRUNCATE sets the mark of the scope ('', ''), which
-# every reader reads with its own (SEARCH_MARK_SQL).
+# (zkr.store.pg.schema.LANE_MARK_DDL); TRUNCATE moves every mark. A store indexed before
+# (layout 8) gets a mark for every indexed scope, so a scope holding documents has one.
 SEARCH_MARK_DDL: tuple[str, ...] = (
     "CREATE SEQUENCE IF NOT EXISTS zkr_search_marks_seq",
     f"""CREATE TABLE IF NOT EXISTS zkr_search_marks (
@@ -149,7 +149,7 @@ END $$""",
 LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP = 'TRUNCATE' THEN
-        PERFORM zkr_search_mark_scope('', '');
+        UPDATE zkr_search_marks SET mark = nextval('zkr_search_marks_seq');
         PERFORM set_config('zkr.search_marked', '', true);
         RETURN NULL;
     END IF;
@@ -173,10 +173,12 @@ END $$""",
             " FOR EACH STATEMENT EXECUTE FUNCTION zkr_search_mark()",
         )
     ),
+    "INSERT INTO zkr_search_marks (tenant_id, person_id, mark)"
+    " SELECT tenant_id, person_id, nextval('zkr_search_marks_seq') FROM zkr_search_scopes"
+    " ON CONFLICT DO NOTHING",
 )
 SEARCH_MARK_SQL = (
-    "SELECT coalesce(max(mark), -1) FROM zkr_search_marks"
-    " WHERE (tenant_id = %s AND person_id = %s) OR (tenant_id = '' AND person_id = '')"
+    "SELECT coalesce(max(mark), -1) FROM zkr_search_marks WHERE tenant_id = %s AND person_id = %s"
 )
 """A scope's index mark (:data:`SEARCH_MARK_DDL`), -1 before any write; parameters tenant,
 person."""
