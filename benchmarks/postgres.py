@@ -365,7 +365,8 @@ def phase_search(
         out["after_write"] = []
         for n in range(after_writes):
             note = {**scope, "kind": "conversation", "text": text_of(rng, 900_000 + n)}
-            dispatch(db, "remember", {**note, "captured_at": 1_900_000_000 + n})
+            at = 1_900_000_000 + n
+            dispatch(db, "remember", {**note, "captured_at": at, "recorded_at": at})
             out["after_write"].append(ask(False))
         out["hybrid_first_s"] = ask(True)
         out["hybrid"] = [ask(True) for _ in range(queries)]

@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 
-from tests.test_pg_backend import CORPUS, QUERIES, remember
+from tests.test_pg_backend import CORPUS, QUERIES, call, remember
 from zkr import MemoryDb
 from zkr.cli import dispatch
 
@@ -47,9 +47,16 @@ def test_a_write_by_another_session_is_seen_by_the_next_warm_search(pg_dsn: str)
         for _ in range(3):
             assert ask(db, "marigold") == ask(db, "marigold", kept=False)
         assert ask(db, "tangerine") == []
-        remember(pg_dsn, "The new launch code is tangerine", 50)  # another session (CLI)
+        ids = remember(pg_dsn, "The new launch code is tangerine", 50)  # another session
         assert [e for e, _ in ask(db, "tangerine")] == ["The new launch code is tangerine"]
         assert ask(db, "marigold launch") == ask(db, "marigold launch", kept=False)
+        forget = {**SCOPE, "source_id": ids["source_id"], "deleted_at": 60}
+        code, out = call(pg_dsn, "delete", forget)  # a document goes
+        assert code == 0, out
+        assert ask(db, "tangerine") == []
+        (index,) = db.conn.lexical_memory.values()  # type: ignore[attr-defined]
+        assert ids["source_id"] not in {target for _, target, _ in index.docs.values()}
+        assert ask(db, "launch code") == ask(db, "launch code", kept=False)
         assert kept_builds(db) == 1  # patched, not read afresh
 
 
@@ -57,7 +64,7 @@ def test_a_hand_edit_is_seen_by_the_next_warm_search(pg_dsn: str) -> None:
     for at, text in enumerate(CORPUS, start=10):
         remember(pg_dsn, text, at)
     with MemoryDb.open(pg_dsn) as db:
-        assert [e for e, _ in ask(db, "marigold")][0] == "The launch code is marigold"
+        assert next(e for e, _ in ask(db, "marigold")) == "The launch code is marigold"
         ask(db, "marigold")
         with psycopg.connect(pg_dsn, autocommit=True) as raw:  # no zkr code involved
             raw.execute(

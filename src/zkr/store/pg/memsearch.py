@@ -9,8 +9,9 @@ triggers: a drain of any process, a hand edit; ``TRUNCATE`` moves the mark every
 
 **Warm**: the mark is what the kept index was read at: every read of the lane
 (:class:`zkr.store.lexical.Index`) is answered from memory, no statement. **Moved**: the
-scope's ``(doc, xmin)`` pairs are read (one packed statement) and only the documents whose
-tuple version changed, appeared or went are read again and patched in
+scope's documents whose tuple version (``xmin``) is none the kept index read are read (one
+statement, with the scope's document count: when documents went, the ``(doc, xmin)`` pairs
+say which) and patched in
 (:meth:`zkr.store.memindex.MemIndex._patch`); more than
 :data:`zkr.store.memindex.REBUILD_SHARE` of the scope changed: read afresh. Runs inside the
 search's read transaction (``REPEATABLE READ``: the mark and the rows are one snapshot).
@@ -24,6 +25,7 @@ to right, terms summed in the query's order), so the scores are PgIndex's to the
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
@@ -48,10 +50,14 @@ _DOCS_SQL = (
     "SELECT coalesce(json_agg(json_build_array(doc, xmin::text, kind, target, body)"
     " ORDER BY doc), '[]')::text FROM zkr_fts WHERE tenant_id = %s AND person_id = %s"
 )
-_SOME_DOCS_SQL = (
-    "SELECT coalesce(json_agg(json_build_array(doc, xmin::text, kind, target, body)"
-    " ORDER BY doc), '[]')::text FROM zkr_fts WHERE tenant_id = %s AND person_id = %s"
-    " AND doc = ANY(%s)"
+# The scope's documents whose tuple version is none of %s (the transactions that wrote the
+# versions a kept index read: every row they wrote was visible to it, so a row holding one
+# of them is a version it holds, unless since deleted) and how many documents there are now.
+_CHANGED_SQL = (
+    "SELECT json_build_array(count(*), coalesce(json_agg(json_build_array(f.doc,"
+    " f.xmin::text, f.kind, f.target, f.body) ORDER BY f.doc) FILTER (WHERE k.x IS NULL),"
+    " '[]'))::text FROM zkr_fts f LEFT JOIN unnest(%s::text[]) AS k(x) ON k.x = f.xmin::text"
+    " WHERE f.tenant_id = %s AND f.person_id = %s"
 )
 
 
@@ -85,23 +91,35 @@ class PgMemIndex(MemIndex):
         Raises :class:`~zkr.store.memindex.TooLarge`."""
         if mark == self.at:
             return
-        if self.at is None:
+        if self.at is None or not self._patched(conn):
             self._build(conn)
-        else:
-            current = {int(doc): xmin for doc, xmin in _packed(conn, _VERSIONS_SQL, self.scope)}
-            versions = self.versions
-            changed = [d for d, x in current.items() if versions.get(d) != x]
-            changed += [d for d in versions if d not in current]
-            if len(changed) > memindex.REBUILD_SHARE * max(len(self.docs), 64):
-                self._build(conn)
-            elif changed:
-                rows = _packed(conn, _SOME_DOCS_SQL, [*self.scope, changed])
-                self._patch(changed, [(row[0], row[2], row[3], row[4]) for row in rows])
-                for doc in changed:
-                    versions.pop(doc, None)
-                versions.update({doc: xmin for doc, xmin, *_ in rows})
         self._stats(conn)
         self.at = mark
+
+    def _patched(self, conn: PgConnection) -> bool:
+        """Patch in the documents written since the index was read; ``False`` when too many
+        changed (the caller reads the scope afresh)."""
+        versions = self.versions
+        known = sorted(set(versions.values()))
+        row = conn.execute_native(_CHANGED_SQL, [known, *self.scope]).fetchone()
+        assert row is not None
+        count, rows = json.loads(row[0])
+        limit = memindex.REBUILD_SHARE * max(len(self.docs), 64)
+        if len(rows) > limit:
+            return False
+        changed = [doc for doc, *_ in rows]
+        kept = len(versions) - sum(1 for doc in changed if doc in versions)
+        if count - len(rows) != kept:  # some documents went: which, from every version
+            current = {doc: xmin for doc, xmin in _packed(conn, _VERSIONS_SQL, self.scope)}
+            changed += [doc for doc in versions if doc not in current]
+            if len(changed) > limit:
+                return False
+        if changed:
+            self._patch(changed, [(row[0], row[2], row[3], row[4]) for row in rows])
+            for doc in changed:
+                versions.pop(doc, None)
+            versions.update({doc: xmin for doc, xmin, *_ in rows})
+        return True
 
     def _build(self, conn: PgConnection) -> None:
         self.builds += 1
