@@ -25,6 +25,9 @@ A claim that corrects others also holds the text of the chain it corrects, as in
 **Upkeep.** Triggers on ``sources``, ``claims`` and ``corrections`` append ``(scope, kind,
 target)`` to ``zkr_search_queue``; a search first drains its own scope's queue (under the
 scope's write lock, in one short transaction). Every table leads with ``(tenant_id, person_id)``.
+Every write to a scope's ``zkr_fts`` or ``zkr_search_scopes`` rows moves its index mark
+(:data:`SEARCH_MARK_DDL`), which a long-lived connection's in-memory copy of the index
+(:mod:`zkr.store.pg.memsearch`) is trusted by.
 """
 
 from __future__ import annotations
