@@ -248,9 +248,42 @@ def unit_vector(rng: random.Random) -> list[float]:
     return [round(x / norm, 6) for x in v]
 
 
-def phase_search(target: str, sources: int, queries: int, embed: bool = True) -> dict[str, Any]:
+def serve_search(target: str, requests: list[dict[str, Any]]) -> list[float]:
+    """Each request's wall time as a lexical ``search`` line to one ``zkr serve --db target``
+    child (written to read back, as a client sees it); the first two warm the process (the
+    kept index is built from its second search on) and are not counted."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "zkr", "serve", "--db", target],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    took = []
+    for n, request in enumerate(requests[:2] + requests):
+        line = json.dumps({"id": n, "command": "search", "request": request}).encode()
+        started = time.perf_counter()
+        proc.stdin.write(line + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+        took.append(time.perf_counter() - started)
+        assert answer.get("id") == n and answer["ok"]["items"], answer
+    proc.stdin.close()
+    proc.wait(timeout=60)
+    return took[2:]
+
+
+def phase_search(
+    target: str,
+    sources: int,
+    queries: int,
+    embed: bool = True,
+    serve: bool = False,
+    after_writes: int = 0,
+) -> dict[str, Any]:
     """The search person: apply, embed every projection (unless not ``embed``: a kept store's
-    vectors as they are), then timed lexical/hybrid searches."""
+    vectors as they are), then timed lexical/hybrid searches; with ``serve`` the same lexical
+    queries through ``zkr serve`` (:func:`serve_search`); with ``after_writes`` that many
+    lexical searches each right after a ``remember`` of the person (the write not timed)."""
     person = "searcher"
     groups = person_feed(person, sources * 2 + sources // 2 * 2, 99)
     rng = random.Random(7)
@@ -318,7 +351,23 @@ def phase_search(target: str, sources: int, queries: int, embed: bool = True) ->
             (TENANT, person),
         ).fetchone()[0]
         ask(False)  # the first search brings zkr's lexical index up to date (not counted)
+        state = rng.getstate()
         out["lexical"] = [ask(False) for _ in range(queries)]
+        after = rng.getstate()
+        if serve:  # the same queries, through one zkr serve child
+            rng.setstate(state)
+            requests = [
+                {**scope, "query": f"{rng.choice(COMMON)} {rng.choice(RARE)}", "limit": 10}
+                for _ in range(queries)
+            ]
+            out["serve"] = serve_search(target, requests)
+            rng.setstate(after)
+        out["after_write"] = []
+        for n in range(after_writes):
+            note = {**scope, "kind": "conversation", "text": text_of(rng, 900_000 + n)}
+            at = 1_900_000_000 + n
+            dispatch(db, "remember", {**note, "captured_at": at, "recorded_at": at})
+            out["after_write"].append(ask(False))
         out["hybrid_first_s"] = ask(True)
         out["hybrid"] = [ask(True) for _ in range(queries)]
     return out
@@ -449,6 +498,16 @@ def main() -> int:
         help="search: embed nothing more (a kept store's searcher vectors as they are)",
     )
     parser.add_argument(
+        "--serve", action="store_true", help="search: the lexical queries through zkr serve too"
+    )
+    parser.add_argument(
+        "--after-writes",
+        type=int,
+        default=0,
+        help="search: this many lexical searches each right after a remember of the person"
+        " (adds that many sources to a kept store)",
+    )
+    parser.add_argument(
         "--persons",
         default="",
         help="FIRST:END: apply only these of the persons (to fill one store from several"
@@ -496,7 +555,14 @@ def main() -> int:
                         f" {took:.1f} s, {records / took:,.0f} records/s"
                     )
                 if "search" in phases:
-                    res = phase_search(target, args.search_sources, args.queries, not args.no_embed)
+                    res = phase_search(
+                        target,
+                        args.search_sources,
+                        args.queries,
+                        not args.no_embed,
+                        args.serve,
+                        args.after_writes,
+                    )
                     lex, hyb = res["lexical"], res["hybrid"]
                     if not args.queries:
                         continue
@@ -512,6 +578,20 @@ def main() -> int:
                         f" p50 {1000 * statistics.median(hyb):.1f} ms"
                         f" p95 {1000 * pct(hyb, 0.95):.1f} ms"
                     )
+                    if res.get("serve"):
+                        took = res["serve"]
+                        print(
+                            f"        zkr serve, the same lexical queries: p50"
+                            f" {1000 * statistics.median(took):.1f} ms p95"
+                            f" {1000 * pct(took, 0.95):.1f} ms"
+                        )
+                    if res["after_write"]:
+                        took = res["after_write"]
+                        print(
+                            f"        lexical right after a remember of the person:"
+                            f" p50 {1000 * statistics.median(took):.1f} ms"
+                            f" p95 {1000 * pct(took, 0.95):.1f} ms ({len(took)} writes)"
+                        )
                 print(f"        load: {load()}", flush=True)
         if "writers" in phases:
             for backend, store in stores.items():

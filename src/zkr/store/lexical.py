@@ -389,6 +389,12 @@ def open_index(
     if is_postgres(conn):
         from zkr.store.pg.search import PgIndex
 
+        if memory and mark is not None:  # (mark: the scope's marks, zkr.store.pg.memsearch)
+            from zkr.store.pg import memsearch  # numpy: long-lived processes only
+
+            pg = memsearch.for_scope(conn, tenant_id, person_id, mark[0])  # type: ignore[arg-type]
+            if pg is not None:
+                return pg
         return PgIndex(conn, tenant_id, person_id)  # type: ignore[arg-type]
     if memory:
         from zkr.store import memindex  # numpy: long-lived processes only
@@ -399,11 +405,19 @@ def open_index(
     return SqliteIndex(conn, tenant_id, person_id)
 
 
+def _keeps(conn: object) -> bool:
+    """Whether ``conn`` is one of zkr's own connections (SQLite's
+    :class:`zkr.store.driver.Connection`, a PostgreSQL store's
+    :class:`zkr.store.pg.adapter.PgConnection`; not a stand-in that opens one on use), on
+    which a search may keep what it learnt."""
+    return isinstance(conn, Connection) or is_postgres(type(conn))
+
+
 def _long_lived(conn: sqlite3.Connection) -> bool:
     """Whether this connection's searches use the in-memory index: from its
     :data:`MEMORY_AFTER`-th search on (a one-shot CLI call never builds it), zkr's connections
     only."""
-    if not isinstance(conn, Connection):
+    if not _keeps(conn):
         return False
     count: int = getattr(conn, "lexical_searches", 0) + 1
     conn.lexical_searches = count  # type: ignore[attr-defined]
@@ -434,7 +448,7 @@ class _Cache:
 
 def _cache(conn: sqlite3.Connection, key: tuple[object, ...]) -> _Cache:
     """The connection's cache for ``key`` (a fresh one, not kept, on other connections)."""
-    if not isinstance(conn, Connection):
+    if not _keeps(conn):
         return _Cache(key)
     cache: _Cache | None = getattr(conn, "lexical_cache", None)
     if cache is None or cache.key != key or len(cache.docs) > CACHE_DOCS:
@@ -473,8 +487,10 @@ class _Lane:
         if not is_postgres(conn):
             key = (change_mark(conn) if mark is None else mark, tenant_id, person_id, as_of)
             self.cache = _cache(conn, key)
+        elif mark is not None:  # the scope's index and lane marks (zkr.store.pg.memsearch)
+            self.cache = _cache(conn, ("pg", mark, tenant_id, person_id, as_of))
         else:
-            self.cache = _Cache(())  # (PostgreSQL: one search only)
+            self.cache = _Cache(())  # (PostgreSQL without the marks: one search only)
         self.docs = self.cache.docs
         self.targets = self.cache.targets
         self.final: dict[int, float] = {}
@@ -835,9 +851,15 @@ def lexical_search(
     """
     if cut <= 0:
         return []
-    if mark is None and not is_postgres(conn):
-        mark = change_mark(conn)
-    index = open_index(conn, tenant_id, person_id, _long_lived(conn), mark)
+    memory = _long_lived(conn)
+    if not is_postgres(conn):
+        if mark is None:
+            mark = change_mark(conn)
+    elif memory:  # a long-lived PostgreSQL connection keeps the scope (zkr.store.pg.memsearch)
+        from zkr.store.pg import memsearch
+
+        mark = memsearch.marks(conn, tenant_id, person_id)  # type: ignore[arg-type]
+    index = open_index(conn, tenant_id, person_id, memory, mark)
     plan = plan_query(conn, tenant_id, person_id, query, index)
     if not plan.match:
         return []

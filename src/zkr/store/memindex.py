@@ -259,6 +259,12 @@ class MemIndex:
 
     def _apply(self, conn: sqlite3.Connection, changed: list[int]) -> None:
         """Re-read the documents ``changed``: drop what they were, add what they are."""
+        current = conn.execute(_SOME_CONTENT_SQL, {"ids": json.dumps(sorted(changed))}).fetchall()
+        self._patch(changed, [row[:4] for row in current if row[4] == self.tag])
+
+    def _patch(self, changed: list[int], current: list[tuple[int, str, str, str]]) -> None:
+        """Drop what the documents ``changed`` were; add ``current``, what those of them the
+        scope still holds are now (``(rowid, kind, target, body)``, any order)."""
         gone: dict[str, set[int]] = {}
         for rowid in changed:
             old = self.docs.pop(rowid, None)
@@ -268,11 +274,8 @@ class MemIndex:
                 for term in set(tokens):
                     gone.setdefault(term, set()).add(rowid)
         added: dict[str, tuple[list[int], list[int], list[int]]] = {}
-        current = conn.execute(_SOME_CONTENT_SQL, {"ids": json.dumps(sorted(changed))}).fetchall()
-        current.sort()
-        for rowid, kind, target, body, tag in current:
-            if tag == self.tag:
-                self._add(rowid, kind, target, body, added)
+        for rowid, kind, target, body in sorted(current):
+            self._add(rowid, kind, target, body, added)
         for term in gone.keys() | added.keys():
             drop = np.array(sorted(gone.get(term, ())), dtype=np.int64)
             new = _postings(*added[term]) if term in added else None

@@ -51,12 +51,13 @@ if TYPE_CHECKING:
     Translate = Callable[[str], str]
     """A store statement's PostgreSQL form (:func:`zkr.store.pg.adapter.translate`)."""
 
-LAYOUT = "7"
+LAYOUT = "8"
 """The version of this layout, in ``zkr_pg_meta``; a newer one is refused, an older one is
 brought up to this one (every statement is idempotent; 2 added the lane mark, 3 the vector
 copies, 4 the id indexes of :data:`ID_INDEX_DDL`, 5 the search index's correction chain
 text, :mod:`zkr.store.pg.search`, 6 that text cut at ``search_index.CHAIN_DEPTH``, 7 at most
-``terms.MAX_DOCUMENT_TERMS`` index terms per document)."""
+``terms.MAX_DOCUMENT_TERMS`` index terms per document, 8 the search index's mark,
+:data:`zkr.store.pg.search.SEARCH_MARK_DDL`)."""
 
 T = 'TEXT COLLATE "C" NOT NULL'
 TN = 'TEXT COLLATE "C"'
@@ -350,13 +351,14 @@ def _spec_triggers() -> tuple[str, ...]:
 def statements(translate: Translate) -> list[str]:
     """Every statement that creates the layout (idempotent), in order (``translate``: see
     :func:`trigger_functions`)."""
-    from zkr.store.pg.search import SEARCH_DDL
+    from zkr.store.pg.search import SEARCH_DDL, SEARCH_MARK_DDL
 
     return [
         *TABLES,
         *_HELPERS,
         *trigger_functions(_spec_triggers(), translate),
         *SEARCH_DDL,
+        *SEARCH_MARK_DDL,
         *LANE_MARK_DDL,
         *VECTOR_COPY_DDL,
         *ID_INDEX_DDL,

@@ -25,6 +25,9 @@ A claim that corrects others also holds the text of the chain it corrects, as in
 **Upkeep.** Triggers on ``sources``, ``claims`` and ``corrections`` append ``(scope, kind,
 target)`` to ``zkr_search_queue``; a search first drains its own scope's queue (under the
 scope's write lock, in one short transaction). Every table leads with ``(tenant_id, person_id)``.
+Every write to a scope's ``zkr_fts`` or ``zkr_search_scopes`` rows moves its index mark
+(:data:`SEARCH_MARK_DDL`), which a long-lived connection's in-memory copy of the index
+(:mod:`zkr.store.pg.memsearch`) is trusted by.
 """
 
 from __future__ import annotations
@@ -120,6 +123,68 @@ END $$""",
     " SELECT tenant_id, person_id, kind, target FROM zkr_fts"
     f" WHERE length(body) > {12 * MAX_DOCUMENT_TERMS} ORDER BY tenant_id, person_id, doc",
 )
+
+# The index's mark per scope (zkr.store.pg.memsearch): every transaction writing a row of
+# zkr_fts or zkr_search_scopes sets its scope's mark to a new value of one sequence (never
+# reused), so a process keeping a scope's index in memory knows with one key lookup whether
+# anyone (a drain of any process, a hand edit) changed it since. Row triggers, once per scope
+# and transaction (the transaction-local setting zkr.search_marked), as the dense lane's mark
+# (zkr.store.pg.schema.LANE_MARK_DDL); TRUNCATE moves every mark. A store indexed before
+# (layout 8) gets a mark for every indexed scope, so a scope holding documents has one.
+SEARCH_MARK_DDL: tuple[str, ...] = (
+    "CREATE SEQUENCE IF NOT EXISTS zkr_search_marks_seq",
+    f"""CREATE TABLE IF NOT EXISTS zkr_search_marks (
+    tenant_id {_T}, person_id {_T}, mark BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, person_id))""",
+    """CREATE OR REPLACE FUNCTION zkr_search_mark_scope(t text, p text) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    key text := t || chr(31) || p;
+BEGIN
+    IF current_setting('zkr.search_marked', true) IS DISTINCT FROM key THEN
+        INSERT INTO zkr_search_marks (tenant_id, person_id, mark)
+        VALUES (t, p, nextval('zkr_search_marks_seq'))
+        ON CONFLICT (tenant_id, person_id) DO UPDATE SET mark = excluded.mark;
+        PERFORM set_config('zkr.search_marked', key, true);
+    END IF;
+END $$""",
+    """CREATE OR REPLACE FUNCTION zkr_search_mark() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE zkr_search_marks SET mark = nextval('zkr_search_marks_seq');
+        PERFORM set_config('zkr.search_marked', '', true);
+        RETURN NULL;
+    END IF;
+    IF TG_OP <> 'INSERT' THEN
+        PERFORM zkr_search_mark_scope(OLD.tenant_id, OLD.person_id);
+    END IF;
+    IF TG_OP <> 'DELETE' THEN
+        PERFORM zkr_search_mark_scope(NEW.tenant_id, NEW.person_id);
+    END IF;
+    RETURN NULL;
+END $$""",
+    *(
+        sql
+        for table in ("zkr_fts", "zkr_search_scopes")
+        for sql in (
+            f"DROP TRIGGER IF EXISTS zkr_search_mark ON {table}",
+            f"CREATE TRIGGER zkr_search_mark AFTER INSERT OR UPDATE OR DELETE ON {table}"
+            " FOR EACH ROW EXECUTE FUNCTION zkr_search_mark()",
+            f"DROP TRIGGER IF EXISTS zkr_search_mark_truncate ON {table}",
+            f"CREATE TRIGGER zkr_search_mark_truncate AFTER TRUNCATE ON {table}"
+            " FOR EACH STATEMENT EXECUTE FUNCTION zkr_search_mark()",
+        )
+    ),
+    "INSERT INTO zkr_search_marks (tenant_id, person_id, mark)"
+    " SELECT tenant_id, person_id, nextval('zkr_search_marks_seq') FROM zkr_search_scopes"
+    " ON CONFLICT DO NOTHING",
+)
+SEARCH_MARK_SQL = (
+    "SELECT coalesce(max(mark), -1) FROM zkr_search_marks WHERE tenant_id = %s AND person_id = %s"
+)
+"""A scope's index mark (:data:`SEARCH_MARK_DDL`), -1 before any write; parameters tenant,
+person."""
 
 # The chain text of a correction (the rule and its reasons: zkr.store.search_index._CHAIN_TEXT),
 # within one scope: each claim in %(ids)s with the claims it supersedes, CHAIN_DEPTH back.
