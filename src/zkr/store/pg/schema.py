@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 from zkr.errors import SchemaTooNew
 from zkr.store import changes, schema as sqlite_schema
+from zkr.store.pg.marks import scope_mark_ddl
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -178,57 +179,9 @@ table but these (:mod:`zkr.store.pg.adapter`). ``tests/test_postgres_schema.py``
 set against a fresh store's catalogue."""
 
 # The dense lane's mark per person (zkr.store.dense.cache.state): every transaction writing a
-# row of one of changes.LANE_TABLES sets its scope's mark to a new value of one sequence (never
-# reused, so "the mark is what it was" means "nobody wrote this person's lane inputs since").
-# Row triggers, so every writer fires them (zkr, another process, a hand edit); a transaction
-# marks a scope once (the transaction-local setting zkr.lane_marked remembers which it did
-# last), TRUNCATE marks every scope.
-LANE_MARK_DDL: tuple[str, ...] = (
-    "CREATE SEQUENCE IF NOT EXISTS zkr_lane_marks_seq",
-    f"""CREATE TABLE IF NOT EXISTS zkr_lane_marks (
-    tenant_id {T}, person_id {T}, mark {INT},
-    PRIMARY KEY (tenant_id, person_id))""",
-    """CREATE OR REPLACE FUNCTION zkr_lane_mark_scope(t text, p text) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    key text := t || chr(31) || p;
-BEGIN
-    IF current_setting('zkr.lane_marked', true) IS DISTINCT FROM key THEN
-        INSERT INTO zkr_lane_marks (tenant_id, person_id, mark)
-        VALUES (t, p, nextval('zkr_lane_marks_seq'))
-        ON CONFLICT (tenant_id, person_id) DO UPDATE SET mark = excluded.mark;
-        PERFORM set_config('zkr.lane_marked', key, true);
-    END IF;
-END $$""",
-    """CREATE OR REPLACE FUNCTION zkr_lane_mark() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        UPDATE zkr_lane_marks SET mark = nextval('zkr_lane_marks_seq');
-        PERFORM set_config('zkr.lane_marked', '', true);
-        RETURN NULL;
-    END IF;
-    IF TG_OP <> 'INSERT' THEN
-        PERFORM zkr_lane_mark_scope(OLD.tenant_id, OLD.person_id);
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        PERFORM zkr_lane_mark_scope(NEW.tenant_id, NEW.person_id);
-    END IF;
-    RETURN NULL;
-END $$""",
-    *(
-        sql
-        for table in changes.LANE_TABLES
-        for sql in (
-            f"DROP TRIGGER IF EXISTS zkr_lane_mark ON {table}",
-            f"CREATE TRIGGER zkr_lane_mark AFTER INSERT OR UPDATE OR DELETE ON {table}"
-            " FOR EACH ROW EXECUTE FUNCTION zkr_lane_mark()",
-            f"DROP TRIGGER IF EXISTS zkr_lane_mark_truncate ON {table}",
-            f"CREATE TRIGGER zkr_lane_mark_truncate AFTER TRUNCATE ON {table}"
-            " FOR EACH STATEMENT EXECUTE FUNCTION zkr_lane_mark()",
-        )
-    ),
-)
+# row of one of changes.LANE_TABLES, whoever the writer, moves its scope's mark, so "the mark is
+# what it was" means "nobody wrote this person's lane inputs since" (zkr.store.pg.marks).
+LANE_MARK_DDL: tuple[str, ...] = scope_mark_ddl("lane", changes.LANE_TABLES)
 
 # zkr's float32 copies of stored vectors (zkr.store.changes.keep_copy; SQLite keeps the same
 # table next to its change log): written by zkr's embed in the transaction writing the row, so

@@ -39,6 +39,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from zkr.store.eligibility import live_evidence, live_source, supporting
+from zkr.store.pg.marks import scope_mark_ddl
 from zkr.store.search_index import CHAIN_DEPTH, CLAIM_BASE, DRAIN_BATCH, scope_tag
 from zkr.store.terms import MAX_DOCUMENT_TERMS, index_terms
 
@@ -132,50 +133,7 @@ END $$""",
 # (zkr.store.pg.schema.LANE_MARK_DDL); TRUNCATE moves every mark. A store indexed before
 # (layout 8) gets a mark for every indexed scope, so a scope holding documents has one.
 SEARCH_MARK_DDL: tuple[str, ...] = (
-    "CREATE SEQUENCE IF NOT EXISTS zkr_search_marks_seq",
-    f"""CREATE TABLE IF NOT EXISTS zkr_search_marks (
-    tenant_id {_T}, person_id {_T}, mark BIGINT NOT NULL,
-    PRIMARY KEY (tenant_id, person_id))""",
-    """CREATE OR REPLACE FUNCTION zkr_search_mark_scope(t text, p text) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-    key text := t || chr(31) || p;
-BEGIN
-    IF current_setting('zkr.search_marked', true) IS DISTINCT FROM key THEN
-        INSERT INTO zkr_search_marks (tenant_id, person_id, mark)
-        VALUES (t, p, nextval('zkr_search_marks_seq'))
-        ON CONFLICT (tenant_id, person_id) DO UPDATE SET mark = excluded.mark;
-        PERFORM set_config('zkr.search_marked', key, true);
-    END IF;
-END $$""",
-    """CREATE OR REPLACE FUNCTION zkr_search_mark() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-    IF TG_OP = 'TRUNCATE' THEN
-        UPDATE zkr_search_marks SET mark = nextval('zkr_search_marks_seq');
-        PERFORM set_config('zkr.search_marked', '', true);
-        RETURN NULL;
-    END IF;
-    IF TG_OP <> 'INSERT' THEN
-        PERFORM zkr_search_mark_scope(OLD.tenant_id, OLD.person_id);
-    END IF;
-    IF TG_OP <> 'DELETE' THEN
-        PERFORM zkr_search_mark_scope(NEW.tenant_id, NEW.person_id);
-    END IF;
-    RETURN NULL;
-END $$""",
-    *(
-        sql
-        for table in ("zkr_fts", "zkr_search_scopes")
-        for sql in (
-            f"DROP TRIGGER IF EXISTS zkr_search_mark ON {table}",
-            f"CREATE TRIGGER zkr_search_mark AFTER INSERT OR UPDATE OR DELETE ON {table}"
-            " FOR EACH ROW EXECUTE FUNCTION zkr_search_mark()",
-            f"DROP TRIGGER IF EXISTS zkr_search_mark_truncate ON {table}",
-            f"CREATE TRIGGER zkr_search_mark_truncate AFTER TRUNCATE ON {table}"
-            " FOR EACH STATEMENT EXECUTE FUNCTION zkr_search_mark()",
-        )
-    ),
+    *scope_mark_ddl("search", ("zkr_fts", "zkr_search_scopes")),
     "INSERT INTO zkr_search_marks (tenant_id, person_id, mark)"
     " SELECT tenant_id, person_id, nextval('zkr_search_marks_seq') FROM zkr_search_scopes"
     " ON CONFLICT DO NOTHING",
